@@ -1,0 +1,119 @@
+"""Model and GPU presets: the shapes and hardware constants every run is priced with.
+
+Every number here carries its source. The cost model reads GPU constants only from this file, so a
+calibration (``python -m engine live --calibrate``) lands as one more `GPUSpec`, nothing else changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer's shapes, enough to price its KV cache and its forward pass."""
+
+    name: str
+    num_layers: int
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    num_params: float  # total parameters, embedding and untied lm_head included
+    max_model_len: int  # max_position_embeddings in the model's config.json
+    dtype_bytes: int = 2  # bf16
+    tie_word_embeddings: bool = False
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Keys and values, every layer: 2 x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.num_params * self.dtype_bytes
+
+    @property
+    def attention_flops_per_pair(self) -> float:
+        """FLOPs per query-key pair over all layers: QK^T and PV, 2 FLOPs per MAC each."""
+        return 4.0 * self.num_layers * self.num_q_heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Roofline constants for one GPU. Effective figures are what a serving engine reaches, not the datasheet."""
+
+    name: str
+    memory_gib: float
+    datasheet_bandwidth: float  # bytes/s
+    datasheet_flops: float  # dense bf16 FLOP/s
+    effective_bandwidth: float  # bytes/s a decode pass actually streams at
+    effective_flops: float  # FLOP/s a prefill-heavy pass actually reaches
+    pass_overhead_s: float  # fixed cost per forward pass: launches, scheduling, sampling
+    provenance: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+# Hugging Face config.json of each model; parameter counts summed from the safetensors index.
+MODELS: dict[str, ModelSpec] = {
+    "Qwen3-8B": ModelSpec(
+        name="Qwen3-8B", num_layers=36, num_q_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
+        intermediate_size=12288, vocab_size=151_936, num_params=8.19e9, max_model_len=40_960,
+    ),
+    "Llama-3.1-8B": ModelSpec(
+        name="Llama-3.1-8B", num_layers=32, num_q_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
+        intermediate_size=14336, vocab_size=128_256, num_params=8.03e9, max_model_len=131_072,
+        rope_theta=500_000.0, rms_norm_eps=1e-5,
+    ),
+    "Qwen3-0.6B": ModelSpec(
+        name="Qwen3-0.6B", num_layers=28, num_q_heads=16, num_kv_heads=8, head_dim=128, hidden_size=1024,
+        intermediate_size=3072, vocab_size=151_936, num_params=0.596e9, max_model_len=40_960,
+        tie_word_embeddings=True,
+    ),
+    # Small enough to run forward passes on a CPU in tests; the shapes are arbitrary but Qwen3-like (GQA 4:1).
+    "tiny": ModelSpec(
+        name="tiny", num_layers=2, num_q_heads=4, num_kv_heads=2, head_dim=16, hidden_size=64,
+        intermediate_size=128, vocab_size=256, num_params=2 * 64 * 256 + 2 * (4 * 64 * 64 + 3 * 64 * 128),
+        max_model_len=4096,
+    ),
+}
+
+# H100 SXM's effective constants are fitted to the article's throughput table (tests/engine/test_calibration.py):
+# only the batch-1 pass floor (~6.2 ms = overhead + 15.26 GiB / bandwidth) is tightly determined.
+_H100_BW_EFFICIENCY = 3.2e12 / 3.35e12
+_H100_FLOP_EFFICIENCY = 650e12 / 989e12
+_OVERHEAD_S = 1.1e-3
+
+GPUS: dict[str, GPUSpec] = {
+    "H100 SXM": GPUSpec(
+        name="H100 SXM", memory_gib=80, datasheet_bandwidth=3.35e12, datasheet_flops=989e12,
+        effective_bandwidth=3.2e12, effective_flops=650e12, pass_overhead_s=_OVERHEAD_S,
+        provenance="NVIDIA H100 SXM datasheet (3.35 TB/s HBM3, 989 TFLOP/s dense bf16); effective figures "
+        "fitted to the course article's measured table",
+    ),
+    "H200": GPUSpec(
+        name="H200", memory_gib=141, datasheet_bandwidth=4.8e12, datasheet_flops=989e12,
+        effective_bandwidth=4.8e12 * _H100_BW_EFFICIENCY, effective_flops=989e12 * _H100_FLOP_EFFICIENCY,
+        pass_overhead_s=_OVERHEAD_S,
+        provenance="NVIDIA H200 datasheet (4.8 TB/s HBM3e, same SM90 compute as H100); efficiencies assumed "
+        "equal to the fitted H100's until a live calibration replaces them",
+    ),
+    "A100 80GB": GPUSpec(
+        name="A100 80GB", memory_gib=80, datasheet_bandwidth=2.039e12, datasheet_flops=312e12,
+        effective_bandwidth=2.039e12 * _H100_BW_EFFICIENCY, effective_flops=312e12 * _H100_FLOP_EFFICIENCY,
+        pass_overhead_s=_OVERHEAD_S,
+        provenance="NVIDIA A100 80GB SXM datasheet (2,039 GB/s HBM2e, 312 TFLOP/s dense bf16); efficiencies "
+        "assumed equal to the fitted H100's",
+    ),
+}
+
+DEFAULT_MODEL = "Qwen3-8B"
+DEFAULT_GPU = "H100 SXM"
+
+
+def register_gpu(spec: GPUSpec) -> None:
+    """Add a GPU preset at run time (a live calibration does this)."""
+    GPUS[spec.name] = spec
