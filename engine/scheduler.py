@@ -39,7 +39,8 @@ class StepPlan:
 @dataclass(frozen=True)
 class StepOutcome:
     finished: np.ndarray
-    caught_up: np.ndarray
+    caught_up: np.ndarray  # resumed requests whose recompute caught up with what they had lost
+    first_token: np.ndarray  # requests whose prompt completed this pass (first output token)
     sampled: int
 
 
@@ -79,7 +80,7 @@ class Scheduler:
             self.params, self.workload.prompt_len, self.workload.output_len, reserve_tokens(cfg, self.workload)
         )
         n = self.workload.num_requests
-        self._out = {k: np.zeros(n, dtype=np.int64) for k in ("req", "new", "before", "pre", "adm", "fin", "cu")}
+        self._out = {k: np.zeros(n, dtype=np.int64) for k in ("req", "new", "before", "pre", "adm", "fin", "cu", "first")}
         self._row = np.zeros(core.NUM_PASS_FIELDS, dtype=np.int64)
         self._pending: StepPlan | None = None
         self.num_passes = 0
@@ -120,13 +121,15 @@ class Scheduler:
         if plan is not self._pending:
             raise RuntimeError("complete() takes the plan the last schedule() returned")
         o = self._out
-        n_fin, n_cu, n_sampled = core.complete_step(
-            self.params, self.req, self.state, self.running, plan.request_ids, plan.num_seqs, o["fin"], o["cu"]
+        n_fin, n_cu, n_sampled, n_first = core.complete_step(
+            self.params, self.req, self.state, self.running, plan.request_ids, plan.num_seqs,
+            o["fin"], o["cu"], o["first"],
         )
         plan.record[core.PASS_OUTPUT] = n_sampled
         self._pending = None
         self.num_passes += 1
-        return StepOutcome(o["fin"][:n_fin].copy(), o["cu"][:n_cu].copy(), int(n_sampled))
+        return StepOutcome(o["fin"][:n_fin].copy(), o["cu"][:n_cu].copy(), o["first"][:n_first].copy(),
+                           int(n_sampled))
 
     def block_usage(self) -> float:
         """vLLM's get_usage(): share of usable blocks handed out."""

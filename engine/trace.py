@@ -169,6 +169,7 @@ class TraceBuilder:
             (p, int(r), core.EV_RESUME if res else core.EV_ADMIT) for r, res in zip(plan.admitted, plan.resumed)
         )
         self.events.extend((p, int(r), core.EV_CAUGHT_UP) for r in outcome.caught_up)
+        self.events.extend((p, int(r), core.EV_FIRST_TOKEN) for r in outcome.first_token)
         self.events.extend((p, int(r), core.EV_FINISH) for r in outcome.finished)
 
     def build(self, scheduler, measured: bool = False, extra: dict | None = None) -> Trace:

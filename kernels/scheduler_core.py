@@ -25,7 +25,7 @@ P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQU
 NUM_PARAMS = 7
 
 # Per-request events recorded for the trace.
-EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP = range(5)
+EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range(6)
 
 # Per-pass columns of the pass table written by run_to_completion / pass_record.
 (PASS_SEQS, PASS_TOKENS, PASS_PREFILL, PASS_BLOCKS, PASS_PREEMPTED, PASS_RUNNING, PASS_WAITING,
@@ -196,15 +196,17 @@ def schedule_step(params, req, state, waiting, running,
 
 
 @njit(cache=True, nogil=True)
-def complete_step(params, req, state, running, out_req, n_sched, out_finished, out_caught_up):
+def complete_step(params, req, state, running, out_req, n_sched, out_finished, out_caught_up, out_first):
     """After the pass: caught-up sequences sample one token; those at their length finish and free.
 
-    Returns (finished, caught_up, sampled) counts; out_caught_up lists resumed requests whose recompute
-    just ended. num_computed_tokens already advanced at schedule time, as in vLLM.
+    Returns (finished, caught_up, sampled, first) counts; out_caught_up lists resumed requests whose
+    recompute just ended, out_first those that produced their first token (prompt done: TTFT).
+    num_computed_tokens already advanced at schedule time, as in vLLM.
     """
     n_fin = 0
     n_cu = 0
     n_sampled = 0
+    n_first = 0
     for k in range(n_sched):
         r = out_req[k]
         if req[r, HIGH_WATER] > 0 and req[r, COMPUTED] >= req[r, HIGH_WATER]:
@@ -213,6 +215,9 @@ def complete_step(params, req, state, running, out_req, n_sched, out_finished, o
             req[r, HIGH_WATER] = 0  # report once per recovery
         if req[r, COMPUTED] == req[r, PROMPT] + req[r, GENERATED]:
             n_sampled += 1
+            if req[r, GENERATED] == 0:
+                out_first[n_first] = r
+                n_first += 1
             req[r, GENERATED] += 1
             if req[r, GENERATED] >= req[r, OUTPUT]:
                 req[r, STATUS] = FINISHED
@@ -232,7 +237,7 @@ def complete_step(params, req, state, running, out_req, n_sched, out_finished, o
                 w += 1
         state[RUN_LEN] = w
         state[NUM_FINISHED] += n_fin
-    return n_fin, n_cu, n_sampled
+    return n_fin, n_cu, n_sampled, n_first
 
 
 @njit(cache=True, nogil=True)
@@ -318,6 +323,7 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     out_adm = np.zeros(n_req, dtype=np.int64)
     out_fin = np.zeros(n_req, dtype=np.int64)
     out_cu = np.zeros(n_req, dtype=np.int64)
+    out_first = np.zeros(n_req, dtype=np.int64)
     cap = 1024
     passes = np.zeros((cap, NUM_PASS_FIELDS), dtype=np.int64)
     seconds = np.zeros(cap, dtype=np.float64)
@@ -334,10 +340,11 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
             seconds = _grow1(seconds, cap)
         pass_record(params, req, state, running, out_req, out_new, out_before, n_sched, n_pre, passes[p])
         seconds[p] = pass_seconds(cost, out_new, out_before, n_sched)
-        n_fin, n_cu, n_sampled = complete_step(params, req, state, running, out_req, n_sched, out_fin, out_cu)
+        n_fin, n_cu, n_sampled, n_first = complete_step(params, req, state, running, out_req, n_sched,
+                                                        out_fin, out_cu, out_first)
         passes[p, PASS_OUTPUT] = n_sampled
-        if n_ev + n_pre + n_adm + n_fin + n_cu > ev_cap:
-            ev_cap = 2 * ev_cap + n_pre + n_adm + n_fin + n_cu
+        if n_ev + n_pre + n_adm + n_fin + n_cu + n_first > ev_cap:
+            ev_cap = 2 * ev_cap + n_pre + n_adm + n_fin + n_cu + n_first
             events = _grow2(events, ev_cap)
         for k in range(n_pre):
             events[n_ev, 0] = p
@@ -354,6 +361,11 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
             events[n_ev, 0] = p
             events[n_ev, 1] = out_cu[k]
             events[n_ev, 2] = EV_CAUGHT_UP
+            n_ev += 1
+        for k in range(n_first):
+            events[n_ev, 0] = p
+            events[n_ev, 1] = out_first[k]
+            events[n_ev, 2] = EV_FIRST_TOKEN
             n_ev += 1
         for k in range(n_fin):
             events[n_ev, 0] = p
