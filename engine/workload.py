@@ -10,6 +10,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
 
@@ -81,6 +82,7 @@ def _normal_quantiles(q: np.ndarray) -> np.ndarray:
     return np.array([inv(float(x)) for x in q])
 
 
+@lru_cache(maxsize=64)
 def generate_workload(num_requests: int = 256, spread: float = 16.0, seed: int = 0) -> Workload:
     """The calibration workload: same (num_requests, spread, seed) gives the same bits.
 

@@ -17,8 +17,8 @@ NUM_REQ_FIELDS = 11
 WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 
 # Scalars of the mutable `state` vector.
-FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST = range(8)
-NUM_STATE_FIELDS = 8
+FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS = range(9)
+NUM_STATE_FIELDS = 9  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 
 # Settings vector `params`.
 P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL = range(7)
@@ -39,19 +39,19 @@ FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def cdiv(a, b):
     return -(-a // b)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def mix(h, value):
     """One FNV-1a step over a 64-bit value: the schedule digest is a fold of these."""
     h = np.uint64(h) ^ np.uint64(value & 0xFFFFFFFFFFFF)
     return np.uint64(h * FNV_PRIME)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def init_state(params, prompt_len, output_len, reserve_tokens):
     """Fresh tables for a run: every request waiting in id order, every usable block free."""
     n = prompt_len.shape[0]
@@ -70,13 +70,14 @@ def init_state(params, prompt_len, output_len, reserve_tokens):
     return req, state, waiting, running
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _preempt(req, state, waiting, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
     n = waiting.shape[0]
     state[FREE_BLOCKS] += req[victim, HELD]
     req[victim, HELD] = 0
     lost = req[victim, COMPUTED]
+    state[LIVE_TOKENS] -= lost
     # Every computed token is thrown away and will be computed again on readmission.
     req[victim, RECOMPUTED] += lost
     req[victim, RECOMPUTED_PROMPT] += lost if lost < req[victim, PROMPT] else req[victim, PROMPT]
@@ -91,7 +92,7 @@ def _preempt(req, state, waiting, victim):
     state[WAIT_LEN] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def schedule_step(params, req, state, waiting, running,
                   out_req, out_new, out_before, out_preempted, out_admitted):
     """One scheduling decision. Returns (scheduled, preempted, admitted) counts; fills the out_ arrays.
@@ -137,6 +138,7 @@ def schedule_step(params, req, state, waiting, running,
         out_before[n_sched] = req[r, COMPUTED]
         n_sched += 1
         req[r, COMPUTED] += n
+        state[LIVE_TOKENS] += n
         budget -= n
         i += 1
 
@@ -180,6 +182,7 @@ def schedule_step(params, req, state, waiting, running,
             out_before[n_sched] = 0
             n_sched += 1
             req[r, COMPUTED] = n
+            state[LIVE_TOKENS] += n
             budget -= n
         if params[P_REQUEST_UNIT] == 1 and closed:
             state[BATCH_OPEN] = 0
@@ -195,7 +198,7 @@ def schedule_step(params, req, state, waiting, running,
     return n_sched, n_pre, n_adm
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def complete_step(params, req, state, running, out_req, n_sched, out_finished, out_caught_up, out_first):
     """After the pass: caught-up sequences sample one token; those at their length finish and free.
 
@@ -222,6 +225,7 @@ def complete_step(params, req, state, running, out_req, n_sched, out_finished, o
             if req[r, GENERATED] >= req[r, OUTPUT]:
                 req[r, STATUS] = FINISHED
                 state[FREE_BLOCKS] += req[r, HELD]
+                state[LIVE_TOKENS] -= req[r, COMPUTED]
                 req[r, HELD] = 0
                 if params[P_RESERVE] == 1:
                     state[RESERVED_TOKENS] -= req[r, RESERVE]
@@ -240,7 +244,7 @@ def complete_step(params, req, state, running, out_req, n_sched, out_finished, o
     return n_fin, n_cu, n_sampled, n_first
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def pass_record(params, req, state, running, out_req, out_new, out_before, n_sched, n_pre, row):
     """Fill one row of the pass table (after schedule_step, before complete_step)."""
     tokens = 0
@@ -253,12 +257,7 @@ def pass_record(params, req, state, running, out_req, out_new, out_before, n_sch
         # A decode is one token for a sequence that has already produced output; anything else is prefill.
         if not (out_new[k] == 1 and req[r, GENERATED] > 0 and out_before[k] == req[r, PROMPT] + req[r, GENERATED] - 1):
             prefill += out_new[k]
-    live = 0
-    held = 0
-    for k in range(state[RUN_LEN]):
-        r = running[k]
-        live += req[r, COMPUTED]
-        held += req[r, HELD]
+    held = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]  # every handed-out block belongs to a running request
     row[PASS_SEQS] = n_sched
     row[PASS_TOKENS] = tokens
     row[PASS_PREFILL] = prefill
@@ -266,14 +265,14 @@ def pass_record(params, req, state, running, out_req, out_new, out_before, n_sch
     row[PASS_PREEMPTED] = n_pre
     row[PASS_RUNNING] = state[RUN_LEN]
     row[PASS_WAITING] = state[WAIT_LEN]
-    row[PASS_LIVE_TOKENS] = live
+    row[PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
     # Held slots: what the allocator has handed out (blocks x block size), or what Orca has reserved.
     row[PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
     row[PASS_RESERVED] = state[RESERVED_TOKENS]
     row[PASS_CONTEXT] = context
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def pass_seconds(cost, out_new, out_before, n_sched):
     """Roofline time of one pass: overhead + max(bytes / bandwidth, FLOPs / FLOP/s)."""
     new_tokens = 0.0
@@ -294,21 +293,21 @@ def pass_seconds(cost, out_new, out_before, n_sched):
     return cost[C_OVERHEAD] + (t_mem if t_mem > t_cmp else t_cmp)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _grow2(a, rows):
     out = np.zeros((rows, a.shape[1]), dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _grow1(a, n):
     out = np.zeros(n, dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
     """Schedule, price and complete passes until every request finishes (or max_passes is hit).
 

@@ -1,0 +1,208 @@
+"""`python -m engine run | sweep | live`: the figures a course author quotes, from the command line.
+
+Every `run` flag is the RunConfig field of the same name in snake_case. Bad input prints one line on
+stderr and exits 2; nothing here prints a traceback for a user's mistake.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from typing import Any, Sequence
+
+from engine.config import ConfigError, RunConfig
+from engine.logs import periodic_log_line, startup_log_line
+from engine.presets import GPUS, MODELS
+from engine.simulate import SimulationError, simulate
+from engine.trace import SUMMARY_KEYS
+from engine.workload import WorkloadError
+
+_DEFAULTS = RunConfig()
+_FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    d = _DEFAULTS
+    p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs, help="vLLM --max-num-seqs (admission cap)")
+    p.add_argument("--pool-gib", type=float, default=d.pool_gib, help="KV cache pool in GiB")
+    p.add_argument("--allocation", choices=["on-demand", "reserve"], default=d.allocation)
+    p.add_argument("--declared-multiple", type=float, default=d.declared_multiple,
+                   help="declared max_tokens = K x real output length (reserve mode)")
+    p.add_argument("--unit", choices=["pass", "request"], default=d.unit,
+                   help="scheduling unit: per pass (continuous) or per request (static batching)")
+    p.add_argument("--spread", type=float, default=d.spread, help="output-length max/min ratio, total held constant")
+    p.add_argument("--max-num-batched-tokens", type=int, default=d.max_num_batched_tokens)
+    p.add_argument("--block-size", type=int, default=d.block_size)
+    p.add_argument("--requests", type=int, default=d.requests)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--model", default=d.model, help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--gpu", default=d.gpu, help=f"one of: {', '.join(GPUS)}")
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
+                   help="total KV blocks incl. the null block (vLLM's meaning); overrides --pool-gib")
+    p.add_argument("--scheduler-reserve-full-isl", action="store_true",
+                   help="v0.33's admission gate: the whole prompt must fit in free blocks")
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--workload", default=None, help="CSV (prompt_len,output_len) or JSON workload file")
+    p.add_argument("--trace-out", default=None, help="write the per-pass schedule as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def config_from_args(args: argparse.Namespace, **overrides: Any) -> RunConfig:
+    values = {name: getattr(args, name) for name in _FIELD_TYPES if hasattr(args, name)}
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    rows = [
+        ("output tokens/s", f"{summary['throughput_tok_s']:,.0f}"),
+        ("largest batch", f"{summary['peak_batch']}"),
+        ("mean batch", f"{summary['mean_batch']:.1f}"),
+        ("preemptions", f"{summary['preemptions']:,}"),
+        ("prompt tokens recomputed", f"{summary['recomputed_prompt_tokens']:,}"),
+        ("all tokens recomputed", f"{summary['recomputed_tokens']:,}"),
+        ("held cache holding a token", f"{100 * summary['live_cache_fraction']:.1f}%"),
+        ("passes", f"{summary['passes']:,}"),
+        ("makespan", f"{summary['makespan_s']:.2f} s"),
+        ("finished requests", f"{summary['finished_requests']}"),
+        ("GPU KV cache size", f"{summary['kv_cache_tokens']:,} tokens"),
+        ("maximum concurrency", f"{summary['max_concurrency']:.2f}x"),
+        ("trace digest", summary["trace_digest"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    trace = simulate(cfg)
+    summary = trace.summary()
+    if args.trace_out:
+        try:
+            trace.write_schedule(args.trace_out)
+        except OSError as exc:
+            raise ConfigError(f"trace_out: cannot write {args.trace_out!r} ({exc.strerror})") from None
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(format_summary(summary))
+        print()
+        print(startup_log_line(cfg))
+        print(periodic_log_line(trace, min(10.0, trace.makespan_s)))
+    return 0
+
+
+def _parse_value(name: str, text: str) -> Any:
+    kind = _FIELD_TYPES[name]
+    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    try:
+        if kind.startswith("int"):
+            return int(text)
+        if kind.startswith("float"):
+            return float(text)
+        if kind.startswith("bool"):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a valid {kind.split(' ')[0]}") from None
+    return text
+
+
+_SWEEPABLE = [f.name for f in fields(RunConfig) if f.name not in ("workload", "trace_out", "json")]
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    name = args.param.replace("-", "_")
+    if name not in _SWEEPABLE:
+        raise ConfigError(f"--param must be one of: {', '.join(_SWEEPABLE)}; got {args.param!r}")
+    texts = [v.strip() for v in args.values.split(",") if v.strip()]
+    if not texts:
+        raise ConfigError("--values needs at least one value, e.g. --values 1,8,32,64")
+    if len(texts) > 64:
+        raise ConfigError(f"--values takes at most 64 values, got {len(texts)}")
+    rows = []
+    for text in texts:
+        cfg = config_from_args(args, **{name: _parse_value(name, text)})
+        rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    cols = [name, "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
+            "live_cache_fraction"]
+    heads = [name, "tok/s", "peak", "mean", "preempt", "prompt recomputed", "held live"]
+
+    def cell(col: str, row: dict) -> str:
+        v = row[col]
+        if col == "throughput_tok_s":
+            return f"{v:,.0f}"
+        if col == "mean_batch":
+            return f"{v:.1f}"
+        if col == "live_cache_fraction":
+            return f"{100 * v:.1f}%"
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+    table = [heads] + [[cell(c, r) for c in cols] for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
+    for r in table:
+        print("  ".join(v.rjust(w) for v, w in zip(r, widths)))
+    return 0
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    try:
+        from engine.live.cli import live_main
+    except ImportError as exc:  # torch (the `live` extra) missing, or the live package broken
+        print(f"live: live GPU mode is unavailable ({exc}); install the extra: pip install -e '.[live]'",
+              file=sys.stderr)
+        return 2
+    return live_main(cfg, args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="simulate one configuration and print its summary")
+    _add_run_flags(run)
+    run.set_defaults(func=_cmd_run)
+    sweep = sub.add_parser("sweep", help="simulate one setting at several values and print a table")
+    _add_run_flags(sweep)
+    sweep.add_argument("--param", required=True, help="RunConfig field to vary, e.g. max_num_seqs or pool-gib")
+    sweep.add_argument("--values", required=True, help="comma-separated values")
+    sweep.set_defaults(func=_cmd_sweep)
+    live = sub.add_parser("live", help="run the same scheduler on a real torch model (GPU)")
+    _add_run_flags(live)
+    live.add_argument("--model-preset", default=None, help="torch model shapes (default: --model)")
+    live.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    live.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default=None)
+    live.add_argument("--calibrate-out", default=None, help="fit the cost model to the measured passes; save JSON")
+    live.set_defaults(func=_cmd_live)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, WorkloadError, SimulationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
