@@ -171,8 +171,12 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
         need_blocks = int((-(-(workload.prompt_len + workload.output_len - 1) // bs)).max())
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
-        min_gib = (need_blocks + 1) * bs * kv / GIB
+        if cfg.num_gpu_blocks_override is not None:
+            fix = f"num_gpu_blocks_override must be at least {need_blocks + 1:,}"
+        else:
+            min_gib = (need_blocks + 1) * bs * kv / GIB
+            fix = f"pool_gib must be at least {math.ceil(min_gib * 100) / 100:.2f}"
         raise ConfigError(
             f"the KV cache pool ({cfg.usable_blocks:,} usable blocks of {bs} tokens) is too small to {what} "
-            f"({need_blocks:,} blocks); pool_gib must be at least {math.ceil(min_gib * 100) / 100:.2f}"
+            f"({need_blocks:,} blocks); {fix}"
         )

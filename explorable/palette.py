@@ -1,0 +1,34 @@
+"""The explorable's colours, defined once: the four lane states and the few UI accents around them.
+
+The lane colours come from Okabe & Ito's colour-blind-safe set (grey, bluish green, orange, reddish
+purple): they stay distinct under deuteranopia and protanopia and survive a washed-out projector.
+"""
+from __future__ import annotations
+
+# Lane states, in the order the lane chart codes them (uint8 0..3).
+WAITING, CLEAN, LOST, THRASH = 0, 1, 2, 3
+
+LANE_COLOURS = (
+    "#b9bec6",  # waiting: light grey, so running work stands out against the queue
+    "#009e73",  # running, no work wasted: Okabe-Ito bluish green ("teal")
+    "#e69f00",  # running work later lost to a preemption, and its recompute: Okabe-Ito orange ("amber")
+    "#cc3e9b",  # the same, while thrashing: Okabe-Ito reddish purple pushed brighter ("magenta")
+)
+LANE_LABELS = (
+    "waiting",
+    "running",
+    "lost to preemption, then redone",
+    "thrashing: lost again and again",
+)
+
+# UI accents (readouts, strips, curves, terminal).
+INK = "#1d2330"  # body text
+MUTED = "#5d6675"  # secondary text, axis labels
+RULE = "#d9dde3"  # hairlines, grid
+CAP_LINE = "#1d2330"  # the --max-num-seqs line on the batch strip
+CURRENT = "#d55e00"  # the current setting on the curves (Okabe-Ito vermillion)
+CURVE = "#0072b2"  # throughput curves (Okabe-Ito blue)
+BETTER = "#007a5a"  # a readout delta that is an improvement
+WORSE = "#b35900"  # a readout delta that is a regression
+TERMINAL_BG = "#14181f"
+TERMINAL_FG = "#d7dde6"

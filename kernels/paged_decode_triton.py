@@ -1,0 +1,131 @@
+"""Split-KV paged decode attention in Triton: one query token per sequence against its paged KV.
+
+Grid (batch, kv_heads, splits). A program loads the query heads that share one KV head (padded to 16
+rows for tl.dot), walks its share of the sequence's pages through the block table with an online
+softmax, and writes a partial output plus its log-sum-exp; three torch ops merge the splits. Each K/V
+byte is read once for the whole GQA group. Everything the kernel reads is on the device, and the grid
+depends only on (batch, splits), so it can be captured in a CUDA graph.
+
+Triton is optional: importing this module without it raises ImportError, and callers fall back to
+kernels.paged_attention. Set TRITON_INTERPRET=1 before importing to run it on a CPU (fp32/fp16 only:
+the Triton 3.6 interpreter gets bf16 tl.dot wrong).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+_MIN_DOT_ROWS = 16  # tl.dot needs M, N, K >= 16
+_MAX_SPLITS = 64
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"  # read once, as triton.jit does
+
+
+@triton.jit
+def _paged_decode_split_kernel(
+    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, part_out_ptr, part_lse_ptr,
+    scale,
+    stride_q_b, stride_q_h,
+    stride_c_block, stride_c_tok, stride_c_head,
+    stride_bt_b,
+    stride_o_b, stride_o_h, stride_o_s,
+    stride_l_b, stride_l_h,
+    GROUP: tl.constexpr, GROUP_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, DOT_PRECISION: tl.constexpr, STATIC_ITERS: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+
+    seq_len = tl.load(seq_lens_ptr + seq)
+    num_blocks = tl.cdiv(seq_len, BLOCK_SIZE)
+    blocks_per_split = tl.cdiv(num_blocks, NUM_SPLITS)
+    first_block = split * blocks_per_split
+    my_blocks = tl.minimum(blocks_per_split, num_blocks - first_block)
+
+    rows = tl.arange(0, GROUP_ROWS)
+    dims = tl.arange(0, HEAD_DIM)
+    toks = tl.arange(0, BLOCK_SIZE)
+    heads = kv_head * GROUP + rows
+    q = tl.load(q_ptr + seq * stride_q_b + heads[:, None] * stride_q_h + dims[None, :],
+                mask=rows[:, None] < GROUP, other=0.0)
+
+    running_max = tl.full([GROUP_ROWS], float("-inf"), tl.float32)
+    running_sum = tl.zeros([GROUP_ROWS], tl.float32)
+    acc = tl.zeros([GROUP_ROWS, HEAD_DIM], tl.float32)
+    # On a GPU the loop runs exactly this split's blocks. The Triton 3.6 interpreter cannot loop to a
+    # computed bound (its scalars are 1-element arrays, which numpy 2 refuses to turn into ints), so there
+    # the host passes a static bound and the extra iterations are masked off; the body is the same.
+    for i in range(0, STATIC_ITERS if STATIC_ITERS > 0 else my_blocks):
+        logical = first_block + i
+        live = i < my_blocks
+        physical = tl.load(block_tables_ptr + seq * stride_bt_b + logical, mask=live, other=0).to(tl.int64)
+        offs = physical * stride_c_block + toks[:, None] * stride_c_tok + kv_head * stride_c_head + dims[None, :]
+        k = tl.load(k_cache_ptr + offs)
+        v = tl.load(v_cache_ptr + offs)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # [GROUP_ROWS, BLOCK_SIZE]
+        valid = ((logical * BLOCK_SIZE + toks) < seq_len) & live
+        scores = tl.where(valid[None, :], scores, float("-inf"))
+        new_max = tl.maximum(running_max, tl.max(scores, axis=1))
+        # Rows that have seen no key yet keep max -inf; subtract 0 there so exp gives 0, not NaN.
+        shift = tl.where(new_max == float("-inf"), 0.0, new_max)
+        p = tl.exp(scores - shift[:, None])
+        alpha = tl.exp(running_max - shift)
+        running_sum = running_sum * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        running_max = new_max
+
+    # An empty split (short sequence) leaves sum 0: output 0 with lse -inf, which the merge weights 0.
+    has_keys = running_sum > 0
+    out = acc / tl.where(has_keys, running_sum, 1.0)[:, None]
+    lse = tl.where(has_keys, running_max + tl.log(tl.where(has_keys, running_sum, 1.0)), float("-inf"))
+    out_ptrs = part_out_ptr + seq * stride_o_b + heads[:, None] * stride_o_h + split * stride_o_s + dims[None, :]
+    tl.store(out_ptrs, out, mask=rows[:, None] < GROUP)
+    tl.store(part_lse_ptr + seq * stride_l_b + heads * stride_l_h + split, lse, mask=rows < GROUP)
+
+
+def default_num_splits(batch: int, num_kv_heads: int, num_sms: int) -> int:
+    """Enough programs to fill the GPU twice over: small batches split each sequence's pages."""
+    programs = max(1, batch * num_kv_heads)
+    return max(1, min(_MAX_SPLITS, math.ceil(2 * num_sms / programs)))
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_splits: int = 1,
+) -> torch.Tensor:
+    """q [B, Hq, D]; caches [num_blocks, block_size, Hkv, D]; block_tables int32 [B, max_blocks];
+    seq_lens int32 [B] (>= 1 each). Returns [B, Hq, D] in q's dtype."""
+    batch, num_q_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_q_heads // num_kv_heads
+    assert head_dim & (head_dim - 1) == 0 and block_size & (block_size - 1) == 0, "powers of two only"
+    assert k_cache.stride(-1) == 1 and q.stride(-1) == 1 and k_cache.stride() == v_cache.stride()
+    part_out = torch.empty((batch, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device)
+    part_lse = torch.empty((batch, num_q_heads, num_splits), dtype=torch.float32, device=q.device)
+    group_rows = max(_MIN_DOT_ROWS, triton.next_power_of_2(group))
+    # fp32 caches get exact fp32 dots (no TF32) so they can serve as a check; half types use tensor cores.
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    static_iters = -(-block_tables.shape[1] // num_splits) if _INTERPRETED else 0
+    _paged_decode_split_kernel[(batch, num_kv_heads, num_splits)](
+        q, k_cache, v_cache, block_tables, seq_lens, part_out, part_lse,
+        scale,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        block_tables.stride(0),
+        part_out.stride(0), part_out.stride(1), part_out.stride(2),
+        part_lse.stride(0), part_lse.stride(1),
+        GROUP=group, GROUP_ROWS=group_rows, HEAD_DIM=head_dim, BLOCK_SIZE=block_size,
+        NUM_SPLITS=num_splits, DOT_PRECISION=precision, STATIC_ITERS=static_iters,
+    )
+    # Merge: weight each split's output by its share of the softmax mass.
+    weights = torch.softmax(part_lse, dim=-1)
+    return (part_out * weights[..., None]).sum(dim=2).to(q.dtype)

@@ -1,0 +1,36 @@
+"""The vLLM log lines rendered from a run."""
+import re
+
+import pytest
+
+from engine import RunConfig, simulate
+from engine.logs import periodic_log_line, periodic_stats, startup_log_line
+
+
+def test_startup_line_uses_vllms_concurrency_formula():
+    # vLLM's own worked example: 10,000 blocks of 16, max_model_len 8192 -> 160,000 tokens, 19.53x.
+    cfg = RunConfig(num_gpu_blocks_override=10_000, max_model_len=8192)
+    assert startup_log_line(cfg).endswith(
+        "GPU KV cache size: 160,000 tokens, Maximum concurrency for 8,192 tokens per request: 19.53x"
+    )
+
+
+def test_periodic_line_mentions_preemptions_only_when_there_were_some():
+    busy = simulate(RunConfig())
+    assert "Preemptions:" in periodic_log_line(busy, 10.0)
+    calm = simulate(RunConfig(max_num_seqs=64))
+    line = periodic_log_line(calm, 10.0)
+    assert "Preemptions" not in line
+    assert re.search(r"Running: \d+ reqs, Waiting: \d+ reqs, GPU KV cache usage: \d+\.\d%$", line)
+
+
+def test_periodic_stats_agree_with_the_trace():
+    trace = simulate(RunConfig(max_num_seqs=64))
+    s = periodic_stats(trace, 10.0)
+    assert s["running"] <= 64
+    assert 0 < s["kv_usage"] <= 1
+    # Generation throughput over the window is the output tokens sampled in it over 10 s.
+    assert 0 < s["gen_tok_s"] < 10 * trace.summary()["throughput_tok_s"]
+    full = periodic_stats(trace, trace.makespan_s, interval_s=trace.makespan_s)
+    assert full["gen_tok_s"] * trace.makespan_s == pytest.approx(trace.output_tokens, rel=1e-12)
+    assert full["prompt_tok_s"] * trace.makespan_s == pytest.approx(trace.workload.total_prompt_tokens, rel=1e-12)
