@@ -1,0 +1,128 @@
+"""Throughput curves: the run's throughput against --max-num-seqs and against the pool size, everything
+else held at the current settings, with the current setting marked. They make "a smaller cap is faster"
+and "past the memory wall the cap is inert" visible at a glance. Points come from `runs.throughput`, a
+cache shared by every session, so only settings nobody has tried yet cost a simulation.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, Span
+from bokeh.plotting import figure
+
+from engine import RunConfig
+from explorable import palette, runs
+from explorable.lanes import BACKEND
+from explorable.state import ExplorableState
+
+# The article walks these values; the rest fill the curve in on a log scale.
+SEQ_SWEEP = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
+POOL_SWEEP = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 80.0)
+
+
+def sweep(cfg: RunConfig, name: str, values) -> dict[str, np.ndarray]:
+    """Throughput at each value of setting `name` (NaN where it cannot run), the rest of `cfg` fixed."""
+    current = getattr(cfg, name)
+    xs = np.array(sorted({*values, current}), dtype=np.float64)
+    ys = np.empty_like(xs)
+    for i, x in enumerate(xs):
+        value = int(x) if name == "max_num_seqs" else float(x)
+        try:
+            point = cfg.replace(**{name: value})
+        except runs.RUN_ERRORS:
+            ys[i] = math.nan
+            continue
+        ys[i] = runs.throughput(point)
+    return {"x": xs, "y": ys}
+
+
+def _curve_figure(x_label, ticks, tick_labels):
+    fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
+                 output_backend=BACKEND, min_border_left=56, min_border_right=16, y_range=Range1d(0, 1))
+    fig.xaxis.axis_label = x_label
+    fig.yaxis.axis_label = "output tokens/s"
+    fig.xaxis.ticker = FixedTicker(ticks=list(ticks))
+    fig.xaxis.major_label_overrides = {t: lab for t, lab in zip(ticks, tick_labels)}
+    fig.yaxis.formatter = NumeralTickFormatter(format="0,0")
+    for axis in (fig.xaxis, fig.yaxis):
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = palette.MUTED
+        axis.axis_label_text_font_size = "11px"
+        axis.major_label_text_color = palette.MUTED
+        axis.axis_line_color = palette.RULE
+        axis.minor_tick_line_color = None
+    fig.outline_line_color = None
+    fig.xgrid.grid_line_color = palette.RULE
+    fig.ygrid.grid_line_color = palette.RULE
+    fig.xgrid.grid_line_alpha = fig.ygrid.grid_line_alpha = 0.6
+    return fig
+
+
+class _Curve:
+    """One throughput curve (line, sample dots, the current point and a vertical marker)."""
+
+    def __init__(self, name: str, values, x_label: str, ticks, tick_labels, unit: str):
+        self.name, self.values = name, values
+        self.line = ColumnDataSource({"x": [], "y": []})
+        self.point = ColumnDataSource({"x": [], "y": []})
+        self.figure = _curve_figure(x_label, ticks, tick_labels)
+        self.figure.line("x", "y", source=self.line, line_color=palette.CURVE, line_width=2)
+        dots = self.figure.scatter("x", "y", source=self.line, size=5, fill_color="white", line_color=palette.CURVE)
+        self.figure.scatter("x", "y", source=self.point, size=11, fill_color=palette.CURRENT, line_color="white",
+                            line_width=1.5)
+        self.marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
+                           line_width=1)
+        self.figure.add_layout(self.marker)
+        self.figure.add_tools(HoverTool(renderers=[dots], tooltips=[(x_label, f"@x{{0,0.[0]}}{unit}"),
+                                                                    ("throughput", "@y{0,0} tok/s")]))
+
+    def update(self, cfg: RunConfig) -> None:
+        data = sweep(cfg, self.name, self.values)
+        current = float(getattr(cfg, self.name))
+        here = data["y"][data["x"] == current]
+        top = np.nanmax(data["y"]) if np.isfinite(data["y"]).any() else 1.0
+        self.line.data = {"x": data["x"], "y": data["y"]}
+        self.point.data = {"x": [current], "y": [float(here[0]) if len(here) else math.nan]}
+        self.marker.location = current
+        self.figure.y_range.update(start=0, end=float(top) * 1.12)
+
+
+class Curves(pn.viewable.Viewer):
+    """Throughput against --max-num-seqs and against pool GiB, for the other current settings."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        ticks = (1, 8, 32, 64, 128, 256, 512, 1024)
+        self.by_seqs = _Curve("max_num_seqs", SEQ_SWEEP, "--max-num-seqs", ticks, [str(t) for t in ticks], "")
+        pool_ticks = (1, 2, 4, 8, 16, 32, 64)
+        self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
+                              [str(t) for t in pool_ticks], " GiB")
+        self._config = None
+        self.state.param.watch(self._schedule, "config")
+        self._update()
+
+    def _schedule(self, *_):
+        # The curves may need up to ~30 uncached runs: draw them just after the lanes and readouts have gone
+        # out, so a slider release is answered at once (served); outside a server this runs immediately.
+        pn.state.execute(self._update, schedule=True)
+
+    def _update(self):
+        cfg = self.state.config
+        if cfg is None or cfg == self._config:
+            return
+        self._config = cfg
+        with pn.io.hold():
+            self.by_seqs.update(cfg)
+            self.by_pool.update(cfg)
+
+    def __panel__(self):
+        return pn.Row(
+            pn.pane.Bokeh(self.by_seqs.figure, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.by_pool.figure, sizing_mode="stretch_width"),
+            sizing_mode="stretch_width", css_classes=["curves"], margin=0,
+        )

@@ -1,0 +1,120 @@
+"""The readouts: six large numbers from the run's summary, each with its change against the setting before.
+
+`readouts(summary, previous, cfg)` is pure (what the numbers are and which way is better); `Readouts`
+renders them as one HTML pane whose elements carry stable data attributes for tests and styling:
+`[data-readout=<key>] .readout-value[data-value]`.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import panel as pn
+import param
+
+from engine import RunConfig
+from explorable.assets import stylesheet
+from explorable.state import ExplorableState
+
+
+@dataclass(frozen=True)
+class Readout:
+    key: str
+    label: str
+    value: float
+    text: str  # the large number
+    beside: str  # small text beside it (the cap, a share)
+    delta: str  # change against the previous setting, '' when there is none
+    verdict: str  # 'better', 'worse', 'same' or ''
+
+
+def _delta(key: str, now: float, before: float | None, fmt: str, unit: str, higher_is_better: bool | None):
+    if before is None:
+        return "", ""
+    change = now - before
+    if abs(change) < 1e-9 or fmt.format(abs(change)) == fmt.format(0):
+        return "no change", "same"
+    sign = "+" if change > 0 else "\u2212"
+    text = f"{sign}{fmt.format(abs(change))}{unit}"
+    if higher_is_better is None:
+        return text, ""
+    return text, "better" if (change > 0) == higher_is_better else "worse"
+
+
+def readouts(summary: dict, previous: dict | None, cfg: RunConfig) -> list[Readout]:
+    """The six readouts, in the order the article refers to them (the largest batch is the second)."""
+    prompt_total = int(cfg.build_workload().prompt_len.sum())
+    prev = previous or {}
+
+    def get(key):
+        return prev.get(key) if previous else None
+
+    rows = []
+
+    def add(key, label, value, text, beside, fmt, unit, higher_is_better, before=None):
+        before = get(key) if before is None and previous else before
+        delta, verdict = _delta(key, value, before, fmt, unit, higher_is_better)
+        rows.append(Readout(key, label, float(value), text, beside, delta, verdict))
+
+    tput = summary["throughput_tok_s"]
+    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", "", "{:,.0f}", " tok/s", True)
+    add("peak_batch", "largest batch", summary["peak_batch"], f"{summary['peak_batch']:,}",
+        f"of {cfg.max_num_seqs:,} slots", "{:,.0f}", "", None)
+    add("mean_batch", "mean batch", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "per pass",
+        "{:,.1f}", "", None)
+    add("preemptions", "preemptions", summary["preemptions"], f"{summary['preemptions']:,}", "evictions",
+        "{:,.0f}", "", False)
+    rec = summary["recomputed_prompt_tokens"]
+    add("recomputed_prompt_tokens", "prompt tokens recomputed", rec, f"{rec:,}",
+        f"{100 * rec / prompt_total:.1f}% of {prompt_total:,}", "{:,.0f}", "", False)
+    live = 100 * summary["live_cache_fraction"]
+    before_live = 100 * prev["live_cache_fraction"] if previous else None
+    add("live_cache_fraction", "held cache holding a token", live, f"{live:.1f}%", "", "{:.1f}", " pts", True,
+        before=before_live)
+    return rows
+
+
+def render(rows: list[Readout], stale: bool, measured: bool) -> str:
+    cards = []
+    for r in rows:
+        cards.append(
+            f'<div class="readout" data-readout="{r.key}">'
+            f'<div class="readout-label">{html.escape(r.label)}</div>'
+            f'<div class="readout-main"><span class="readout-value" data-value="{r.value:.6g}">{r.text}</span>'
+            f'<span class="readout-beside">{html.escape(r.beside)}</span></div>'
+            f'<div class="readout-delta {r.verdict}">{html.escape(r.delta) or "&nbsp;"}</div>'
+            "</div>"
+        )
+    classes = "readouts" + (" stale" if stale else "") + (" measured" if measured else "")
+    return f'<div class="{classes}">{"".join(cards)}</div>'
+
+
+class Readouts(pn.viewable.Viewer):
+    """Large numbers with deltas; greyed out while the controls describe a setting that cannot run."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
+                                 css_classes=["readouts-pane"], margin=(4, 10))
+        self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
+                                  css_classes=["run-error"], margin=(0, 10))
+        self.state.param.watch(self._update, ["trace", "run_error"])
+        self._update()
+
+    def _update(self, *_):
+        s = self.state
+        if s.trace is None:
+            return
+        rows = readouts(s.summary, s.previous_summary, s.config)
+        with pn.io.hold():
+            self.pane.object = render(rows, stale=bool(s.run_error), measured=s.trace.measured)
+            self.error.object = (
+                f'<div class="notice error" data-notice="run-error"><b>This setting cannot run.</b> '
+                f"{html.escape(s.run_error)}. The numbers below are from the last setting that could.</div>"
+            )
+            self.error.visible = bool(s.run_error)
+
+    def __panel__(self):
+        return pn.Column(self.error, self.pane, sizing_mode="stretch_width", margin=0)

@@ -1,0 +1,123 @@
+"""Strip charts under the lanes, on the same time axis: running batch size (against the --max-num-seqs cap)
+and GPU KV cache usage, pass by pass. Long runs are reduced to at most `MAX_POINTS` steps per strip,
+keeping each bin's maximum so no peak (the largest batch, a full cache) disappears.
+"""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d, Span
+from bokeh.plotting import figure
+
+from explorable import palette
+from explorable.lanes import BACKEND
+from explorable.state import ExplorableState
+
+MAX_POINTS = 2000
+
+
+def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_points: int = MAX_POINTS) -> dict:
+    """(x, y) for a step line: each pass's value from its start; bins of passes keep their maximum."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) > max_points:
+        edges = np.linspace(0, len(values), max_points + 1).astype(np.int64)
+        starts = edges[:-1]
+        x = start[starts]
+        y = np.maximum.reduceat(values, starts)
+    else:
+        x, y = start, values
+    # Close the last step at the end of the run.
+    x = np.append(x, end[-1]) if len(end) else x
+    y = np.append(y, y[-1]) if len(y) else y
+    return {"x": x.astype(np.float32), "y": y.astype(np.float32)}
+
+
+def _strip(x_range, height, y_label, show_time_axis):
+    fig = figure(
+        height=height, sizing_mode="stretch_width", x_range=x_range, toolbar_location=None, tools="",
+        output_backend=BACKEND, min_border_left=72, min_border_right=12 + 30, min_border_top=6,
+        min_border_bottom=4 if not show_time_axis else 30,
+    )
+    fig.yaxis.axis_label = y_label
+    fig.xaxis.visible = show_time_axis
+    fig.xaxis.axis_label = "time since the queue filled (s)"
+    for axis in (fig.xaxis, fig.yaxis):
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = palette.MUTED
+        axis.major_label_text_color = palette.MUTED
+        axis.axis_line_color = palette.RULE
+        axis.minor_tick_line_color = None
+    fig.yaxis.axis_label_text_font_size = "11px"
+    fig.outline_line_color = None
+    fig.xgrid.grid_line_color = palette.RULE
+    fig.xgrid.grid_line_alpha = 0.6
+    fig.ygrid.grid_line_color = palette.RULE
+    fig.ygrid.grid_line_alpha = 0.6
+    fig.yaxis.ticker.desired_num_ticks = 3
+    return fig
+
+
+class Strips(pn.viewable.Viewer):
+    """Batch size and KV cache usage per pass, sharing the lane chart's time range."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+    x_range = param.ClassSelector(class_=Range1d)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.batch_source = ColumnDataSource({"x": [], "y": []})
+        self.kv_source = ColumnDataSource({"x": [], "y": []})
+
+        self.batch_range = Range1d(0, 100)
+        self.batch_fig = _strip(self.x_range, 120, "batch size", False)
+        self.batch_fig.y_range = self.batch_range
+        self.batch_fig.varea_step(x="x", y1=0, y2="y", step_mode="after", source=self.batch_source,
+                                  fill_color=palette.CLEAN, fill_alpha=0.25)
+        self.batch_fig.step(x="x", y="y", mode="after", source=self.batch_source, line_color=palette.CLEAN,
+                            line_width=1.5)
+        self.cap = Span(location=256, dimension="width", line_color=palette.CAP_LINE, line_dash="dashed",
+                        line_width=1.5)
+        self.cap_label = Label(x=4, y=256, x_units="screen", text="", text_font_size="11px",
+                               text_color=palette.INK, y_offset=2, background_fill_color="white",
+                               background_fill_alpha=0.8)
+        self.batch_fig.add_layout(self.cap)
+        self.batch_fig.add_layout(self.cap_label)
+
+        self.kv_fig = _strip(self.x_range, 130, "KV cache used", True)
+        self.kv_fig.y_range = Range1d(0, 1.05)
+        self.kv_fig.yaxis.formatter = NumeralTickFormatter(format="0%")
+        self.kv_fig.varea_step(x="x", y1=0, y2="y", step_mode="after", source=self.kv_source,
+                               fill_color=palette.CURVE, fill_alpha=0.2)
+        self.kv_fig.step(x="x", y="y", mode="after", source=self.kv_source, line_color=palette.CURVE, line_width=1.5)
+
+        self._pane = pn.Column(
+            pn.pane.Bokeh(self.batch_fig, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.kv_fig, sizing_mode="stretch_width"),
+            css_classes=["strips"], sizing_mode="stretch_width", margin=0,
+        )
+        self.state.param.watch(self._update, "trace")
+        self._update()
+
+    def _update(self, *_):
+        trace = self.state.trace
+        if trace is None:
+            return
+        cap = trace.config.max_num_seqs
+        peak = int(trace.n_seqs.max()) if trace.num_passes else 0
+        # Keep the cap line in view unless it would flatten the batch curve; then say where it is.
+        top = max(peak, 1) * 1.15
+        cap_in_view = cap <= 2 * max(peak, 1)
+        if cap_in_view:
+            top = max(top, cap * 1.12)
+        label = (f"--max-num-seqs {cap}" if cap_in_view
+                 else f"--max-num-seqs {cap} is far above: the batch never got near it")
+        with pn.io.hold():
+            self.batch_source.data = step_series(trace.pass_start, trace.pass_end, trace.n_seqs)
+            self.kv_source.data = step_series(trace.pass_start, trace.pass_end, trace.kv_usage)
+            self.batch_range.update(start=0, end=top)
+            self.cap.update(location=cap, visible=cap_in_view)
+            self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)
+
+    def __panel__(self):
+        return self._pane
