@@ -111,36 +111,51 @@ def schedule_step(params, req, state, waiting, running,
         state[BATCH_OPEN] = 1
 
     # Phase 1: running requests in admission order, each asking for what it lacks.
+    # The hot loop keeps the pool counters in locals (synced around the rare preemption) so the compiler
+    # can hold them in registers instead of re-reading the state array on every request.
+    free = state[FREE_BLOCKS]
+    live = state[LIVE_TOKENS]
+    run_len = state[RUN_LEN]
     i = 0
-    while i < state[RUN_LEN] and budget > 0:
+    while i < run_len and budget > 0:
         r = running[i]
-        want = req[r, PROMPT] + req[r, GENERATED] - req[r, COMPUTED]
+        computed = req[r, COMPUTED]
+        want = req[r, PROMPT] + req[r, GENERATED] - computed
         n = want if want < budget else budget
-        need = cdiv(req[r, COMPUTED] + n, bs) - req[r, HELD]
+        need = cdiv(computed + n, bs) - req[r, HELD]
         self_preempted = False
-        while need > state[FREE_BLOCKS]:
-            # Allocation failed: evict the newest running request (possibly r itself).
-            state[RUN_LEN] -= 1
-            victim = running[state[RUN_LEN]]
-            _preempt(req, state, waiting, victim)
-            out_preempted[n_pre] = victim
-            n_pre += 1
-            if victim == r:
-                self_preempted = True
+        if need > free:
+            state[FREE_BLOCKS] = free
+            state[LIVE_TOKENS] = live
+            while need > state[FREE_BLOCKS]:
+                # Allocation failed: evict the newest running request (possibly r itself).
+                run_len -= 1
+                state[RUN_LEN] = run_len
+                victim = running[run_len]
+                _preempt(req, state, waiting, victim)
+                out_preempted[n_pre] = victim
+                n_pre += 1
+                if victim == r:
+                    self_preempted = True
+                    break
+            free = state[FREE_BLOCKS]
+            live = state[LIVE_TOKENS]
+            if self_preempted:
                 break
-        if self_preempted:
-            break
         if need > 0:
-            state[FREE_BLOCKS] -= need
+            free -= need
             req[r, HELD] += need
         out_req[n_sched] = r
         out_new[n_sched] = n
-        out_before[n_sched] = req[r, COMPUTED]
+        out_before[n_sched] = computed
         n_sched += 1
-        req[r, COMPUTED] += n
-        state[LIVE_TOKENS] += n
+        req[r, COMPUTED] = computed + n
+        live += n
         budget -= n
         i += 1
+    state[FREE_BLOCKS] = free
+    state[LIVE_TOKENS] = live
+    state[RUN_LEN] = run_len
 
     # Phase 2: admission from the head of waiting; a pass that preempted admits nobody.
     admit = n_pre == 0 and (params[P_REQUEST_UNIT] == 0 or state[BATCH_OPEN] == 1)
