@@ -58,11 +58,15 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     if n == length:
         out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale, enable_gqa=True)
     elif q.is_cuda:
-        # Lets torch pick flash/efficient kernels with lower-right causal alignment instead of a dense mask.
+        # Lets torch pick flash/efficient kernels with lower-right causal alignment instead of a dense mask;
+        # a torch without that dispatch (for this dtype or GQA) falls back to the bounded explicit mask.
         from torch.nn.attention.bias import causal_lower_right
 
-        bias = causal_lower_right(n, length)
-        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=bias, scale=scale, enable_gqa=True)
+        try:
+            bias = causal_lower_right(n, length)
+            out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=bias, scale=scale, enable_gqa=True)
+        except (RuntimeError, TypeError, ValueError):
+            out = _masked_causal(qt, kt, vt, length - n, scale)
     else:
         out = _masked_causal(qt, kt, vt, length - n, scale)
     return out[0].transpose(0, 1)

@@ -1,10 +1,10 @@
 """Split-KV paged decode attention in Triton: one query token per sequence against its paged KV.
 
 Grid (batch, kv_heads, splits). A program loads the query heads that share one KV head (padded to 16
-rows for tl.dot), walks its share of the sequence's pages through the block table with an online
-softmax, and writes a partial output plus its log-sum-exp; three torch ops merge the splits. Each K/V
-byte is read once for the whole GQA group. Everything the kernel reads is on the device, and the grid
-depends only on (batch, splits), so it can be captured in a CUDA graph.
+rows for tl.dot), walks its share of the sequence's keys in tiles of several pages, gathered through the
+block table, with an online softmax, and writes a partial output plus its log-sum-exp; three torch ops
+merge the splits. Each K/V byte is read once for the whole GQA group. Everything the kernel reads is on
+the device, and the grid depends only on (batch, splits), so it can be captured in a CUDA graph.
 
 Triton is optional: importing this module without it raises ImportError, and callers fall back to
 kernels.paged_attention. Set TRITON_INTERPRET=1 before importing to run it on a CPU (fp32/fp16 only:
@@ -21,6 +21,9 @@ import triton.language as tl
 
 _MIN_DOT_ROWS = 16  # tl.dot needs M, N, K >= 16
 _MAX_SPLITS = 64
+# Keys per loop iteration: four 16-token pages, so each tl.dot is 16 x 64 and loads stay wide. A first
+# guess (no GPU was at hand): tune it with num_warps/num_stages on the GPU check.
+_TILE_TOKENS = 64
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"  # read once, as triton.jit does
 
 
@@ -34,21 +37,21 @@ def _paged_decode_split_kernel(
     stride_o_b, stride_o_h, stride_o_s,
     stride_l_b, stride_l_h,
     GROUP: tl.constexpr, GROUP_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, DOT_PRECISION: tl.constexpr, STATIC_ITERS: tl.constexpr,
+    TILE: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_PRECISION: tl.constexpr, STATIC_ITERS: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
 
+    # The sequence's keys in tiles of TILE tokens (several pages each); this split takes a run of tiles.
     seq_len = tl.load(seq_lens_ptr + seq)
-    num_blocks = tl.cdiv(seq_len, BLOCK_SIZE)
-    blocks_per_split = tl.cdiv(num_blocks, NUM_SPLITS)
-    first_block = split * blocks_per_split
-    my_blocks = tl.minimum(blocks_per_split, num_blocks - first_block)
+    num_tiles = tl.cdiv(seq_len, TILE)
+    tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
+    first_tile = split * tiles_per_split
+    my_tiles = tl.minimum(tiles_per_split, num_tiles - first_tile)
 
     rows = tl.arange(0, GROUP_ROWS)
     dims = tl.arange(0, HEAD_DIM)
-    toks = tl.arange(0, BLOCK_SIZE)
     heads = kv_head * GROUP + rows
     q = tl.load(q_ptr + seq * stride_q_b + heads[:, None] * stride_q_h + dims[None, :],
                 mask=rows[:, None] < GROUP, other=0.0)
@@ -56,18 +59,19 @@ def _paged_decode_split_kernel(
     running_max = tl.full([GROUP_ROWS], float("-inf"), tl.float32)
     running_sum = tl.zeros([GROUP_ROWS], tl.float32)
     acc = tl.zeros([GROUP_ROWS, HEAD_DIM], tl.float32)
-    # On a GPU the loop runs exactly this split's blocks. The Triton 3.6 interpreter cannot loop to a
+    # On a GPU the loop runs exactly this split's tiles. The Triton 3.6 interpreter cannot loop to a
     # computed bound (its scalars are 1-element arrays, which numpy 2 refuses to turn into ints), so there
     # the host passes a static bound and the extra iterations are masked off; the body is the same.
-    for i in range(0, STATIC_ITERS if STATIC_ITERS > 0 else my_blocks):
-        logical = first_block + i
-        live = i < my_blocks
-        physical = tl.load(block_tables_ptr + seq * stride_bt_b + logical, mask=live, other=0).to(tl.int64)
-        offs = physical * stride_c_block + toks[:, None] * stride_c_tok + kv_head * stride_c_head + dims[None, :]
-        k = tl.load(k_cache_ptr + offs)
-        v = tl.load(v_cache_ptr + offs)
-        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # [GROUP_ROWS, BLOCK_SIZE]
-        valid = ((logical * BLOCK_SIZE + toks) < seq_len) & live
+    for i in range(0, STATIC_ITERS if STATIC_ITERS > 0 else my_tiles):
+        toks = (first_tile + i) * TILE + tl.arange(0, TILE)
+        valid = (toks < seq_len) & (i < my_tiles)
+        # Gather: each token's page through the block table, then its row inside the page.
+        physical = tl.load(block_tables_ptr + seq * stride_bt_b + toks // BLOCK_SIZE, mask=valid, other=0)
+        offs = (physical.to(tl.int64)[:, None] * stride_c_block + (toks % BLOCK_SIZE)[:, None] * stride_c_tok
+                + kv_head * stride_c_head + dims[None, :])
+        k = tl.load(k_cache_ptr + offs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_cache_ptr + offs, mask=valid[:, None], other=0.0)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # [GROUP_ROWS, TILE]
         scores = tl.where(valid[None, :], scores, float("-inf"))
         new_max = tl.maximum(running_max, tl.max(scores, axis=1))
         # Rows that have seen no key yet keep max -inf; subtract 0 there so exp gives 0, not NaN.
@@ -114,7 +118,9 @@ def paged_decode(
     group_rows = max(_MIN_DOT_ROWS, triton.next_power_of_2(group))
     # fp32 caches get exact fp32 dots (no TF32) so they can serve as a check; half types use tensor cores.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
-    static_iters = -(-block_tables.shape[1] // num_splits) if _INTERPRETED else 0
+    tile = max(_TILE_TOKENS, block_size)
+    max_tiles = -(-block_tables.shape[1] * block_size // tile)
+    static_iters = -(-max_tiles // num_splits) if _INTERPRETED else 0
     _paged_decode_split_kernel[(batch, num_kv_heads, num_splits)](
         q, k_cache, v_cache, block_tables, seq_lens, part_out, part_lse,
         scale,
@@ -123,7 +129,7 @@ def paged_decode(
         block_tables.stride(0),
         part_out.stride(0), part_out.stride(1), part_out.stride(2),
         part_lse.stride(0), part_lse.stride(1),
-        GROUP=group, GROUP_ROWS=group_rows, HEAD_DIM=head_dim, BLOCK_SIZE=block_size,
+        GROUP=group, GROUP_ROWS=group_rows, HEAD_DIM=head_dim, BLOCK_SIZE=block_size, TILE=tile,
         NUM_SPLITS=num_splits, DOT_PRECISION=precision, STATIC_ITERS=static_iters,
     )
     # Merge: weight each split's output by its share of the softmax mass.

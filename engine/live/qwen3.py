@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.live.kv_cache import store_kv
 from engine.presets import ModelSpec
 from kernels.paged_attention import paged_decode_reference, paged_prefill_reference
 
@@ -94,9 +95,7 @@ class Qwen3Attention(nn.Module):
         q = apply_rope(q, positions, self.rope_theta)
         k = apply_rope(k, positions, self.rope_theta)
         # Store first: every query then reads its own key from the pages like any other.
-        flat = (-1, self.num_kv_heads, self.head_dim)
-        k_cache.view(flat).index_copy_(0, meta.slot_mapping, k)
-        v_cache.view(flat).index_copy_(0, meta.slot_mapping, v)
+        store_kv(k_cache, v_cache, meta.slot_mapping, k, v)
         out = torch.empty_like(q)
         nd = meta.num_decodes
         if nd:
@@ -165,8 +164,8 @@ class Qwen3ForCausalLM(nn.Module):
         else:
             self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False, **factory)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_layers: list[tuple[torch.Tensor, torch.Tensor]],
-                meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                kv_layers: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata) -> torch.Tensor:
         """Hidden states [T, hidden] before the final norm; the KV of every token lands in its slot."""
         x = self.model.embed_tokens(input_ids)
         for layer, (k_cache, v_cache) in zip(self.model.layers, kv_layers):
