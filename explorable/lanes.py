@@ -14,12 +14,13 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
-    ColumnDataSource, CustomJSHover, FixedTicker, HoverTool, Legend, LegendItem, LinearColorMapper, Range1d,
+    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, Legend, LegendItem, LinearColorMapper, Range1d,
 )
 from bokeh.plotting import figure
 
 from engine import Trace
 from explorable import palette
+from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 from kernels import scheduler_core as core
 
@@ -91,9 +92,9 @@ def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
             add(r, running_since[r], end[p], palette.CLEAN)
 
     y = np.asarray(ys, dtype=np.uint16)
-    times = lambda ts: ", ".join(f"{t:.2f}" for t in ts) + " s" if ts else "never"  # noqa: E731
-    admitted_text = np.array([times(a) for a in admitted_at], dtype=object)
-    preempted_text = np.array([times(a) for a in preempted_at], dtype=object)
+    admitted_text = np.array([_times(a) for a in admitted_at], dtype=object)
+    preempted_text = np.array([f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
+                               for a in preempted_at], dtype=object)
     return {
         "y": y,
         "left": np.asarray(lefts, dtype=np.float32),
@@ -101,10 +102,13 @@ def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
         "state": np.asarray(states, dtype=np.uint8),
         "prompt": trace.workload.prompt_len[y].astype(np.int32),
         "output": trace.workload.output_len[y].astype(np.int32),
-        "evictions": trace.preemptions_per_request[y].astype(np.int32),
         "admitted": admitted_text[y].tolist(),
         "preempted": preempted_text[y].tolist(),
     }
+
+
+def _times(ts: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in ts) + " s"
 
 
 def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
@@ -114,7 +118,7 @@ def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
 
 
 def _empty_segments() -> dict[str, list]:
-    return {k: [] for k in ("y", "left", "right", "state", "prompt", "output", "evictions", "admitted", "preempted")}
+    return {k: [] for k in ("y", "left", "right", "state", "prompt", "output", "admitted", "preempted")}
 
 
 class LaneChart(pn.viewable.Viewer):
@@ -127,9 +131,10 @@ class LaneChart(pn.viewable.Viewer):
         params.setdefault("x_range", Range1d(0, 1))
         super().__init__(**params)
         self.source = ColumnDataSource(_empty_segments())
+        self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
         self.figure = self._build()
         self.caption = pn.pane.HTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
-                                    margin=(0, 10, 0, 10))
+                                    margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
         self._pane = pn.Column(
             self.caption,
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
@@ -142,36 +147,45 @@ class LaneChart(pn.viewable.Viewer):
         self.y_range = Range1d(255.5, -0.5)  # request 0 at the top, as a queue reads
         fig = figure(
             height=330, sizing_mode="stretch_width", x_range=self.x_range, y_range=self.y_range,
-            tools="xpan,xwheel_zoom,reset", toolbar_location="right", output_backend=BACKEND,
+            tools="xbox_zoom", toolbar_location=None, output_backend=BACKEND,
             min_border_left=72, min_border_right=12, min_border_top=4, min_border_bottom=4,
         )
-        fig.toolbar.autohide = True
-        fig.toolbar.logo = None
+        # No toolbar (it would shift this plot's frame off the strips' below): drag to zoom into a stretch
+        # of time, double-click to see the whole run again. The strips share the time range.
+        fig.js_on_event("doubletap", CustomJS(args={"r": self.x_range},
+                                              code="r.start = r.reset_start; r.end = r.reset_end"))
         mapper = LinearColorMapper(palette=list(palette.LANE_COLOURS), low=-0.5, high=len(palette.LANE_COLOURS) - 0.5)
         bars = fig.hbar(y="y", left="left", right="right", height=1.0, source=self.source,
                         fill_color={"field": "state", "transform": mapper}, line_color=None,
                         hover_fill_alpha=1.0, hover_line_color=palette.INK, hover_line_width=1)
+        # Lost work is often a few passes long: far under a pixel on a 20 s axis. A fixed-size marker at
+        # its middle keeps it visible at full scale; zoom in and the bar itself shows the real extent.
+        marks = fig.scatter(x="mid", y="y", source=self.marks, marker="square", size=7,
+                            fill_color={"field": "state", "transform": mapper}, line_color="white", line_width=0.6)
         labels = "[" + ",".join(f"'{t}'" for t in palette.LANE_LABELS) + "]"
         fig.add_tools(HoverTool(
-            renderers=[bars], point_policy="follow_mouse",
+            renderers=[bars, marks], point_policy="follow_mouse",
             tooltips=[
                 ("request", "@y  (@state{custom})"),
                 ("prompt / output", "@prompt{0,0} / @output{0,0} tokens"),
                 ("this stretch", "@left{0.00} to @right{0.00} s"),
                 ("admitted at", "@admitted"),
-                ("preempted at", "@preempted  (@evictions times)"),
+                ("preempted at", "@preempted"),
             ],
             formatters={"@state": CustomJSHover(code=f"return {labels}[value]")},
         ))
         # Legend swatches from empty renderers: the data renderer colours by a mapper, not by field.
         items = []
         for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS):
-            swatch = fig.hbar(y=[], left=[], right=[], height=1.0, fill_color=colour, line_color=None)
+            swatch = fig.hbar(y=[np.nan], left=[0.0], right=[0.0], height=1.0, fill_color=colour, line_color=None)
             items.append(LegendItem(label=label, renderers=[swatch]))
         fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left", border_line_alpha=0,
                               label_text_font_size="12px", label_text_color=palette.INK, glyph_width=18,
                               padding=2, spacing=14, margin=0, background_fill_alpha=0), "above")
         fig.yaxis.axis_label = "request (arrival order)"
+        # A model, built once: assigning a new ticker on every run would make Bokeh re-walk the document.
+        self.y_ticker = FixedTicker(ticks=[0, 64, 128, 192, 255])
+        fig.yaxis.ticker = self.y_ticker
         fig.xaxis.visible = False  # the strips underneath carry the shared time axis
         fig.ygrid.grid_line_color = None
         fig.xgrid.grid_line_color = palette.RULE
@@ -194,11 +208,17 @@ class LaneChart(pn.viewable.Viewer):
         counts = state_counts(segments)
         s = self.state.summary
         kind = "measured on a GPU" if trace.measured else "simulated"
+        lost = segments["state"] >= palette.LOST
+        marks = {k: (v[lost] if isinstance(v, np.ndarray) else [x for x, keep in zip(v, lost) if keep])
+                 for k, v in segments.items()}
+        marks["mid"] = (marks["left"] + marks["right"]) / 2
         with pn.io.hold():
             self.source.data = segments
-            self.x_range.update(start=0.0, end=float(trace.makespan_s) or 1.0)
+            self.marks.data = marks
+            end = float(trace.makespan_s) or 1.0
+            self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)
-            self.figure.yaxis.ticker = FixedTicker(ticks=sorted({0, n // 4, n // 2, 3 * n // 4, n - 1}))
+            self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
             self.caption.object = (
                 f'<div class="chart-title">Every request, over time <span class="muted">'
                 f"({n} requests, all queued at 0 s, served to the last in "

@@ -14,6 +14,7 @@ LANE_COLOURS = (
     "#e69f00",  # running work later lost to a preemption, and its recompute: Okabe-Ito orange ("amber")
     "#cc3e9b",  # the same, while thrashing: Okabe-Ito reddish purple pushed brighter ("magenta")
 )
+GREY, TEAL, AMBER, MAGENTA = LANE_COLOURS
 LANE_LABELS = (
     "waiting",
     "running",

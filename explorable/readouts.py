@@ -28,7 +28,7 @@ class Readout:
     verdict: str  # 'better', 'worse', 'same' or ''
 
 
-def _delta(key: str, now: float, before: float | None, fmt: str, unit: str, higher_is_better: bool | None):
+def _delta(now: float, before: float | None, fmt: str, unit: str, higher_is_better: bool | None):
     if before is None:
         return "", ""
     change = now - before
@@ -53,16 +53,16 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig) -> list[Reado
 
     def add(key, label, value, text, beside, fmt, unit, higher_is_better, before=None):
         before = get(key) if before is None and previous else before
-        delta, verdict = _delta(key, value, before, fmt, unit, higher_is_better)
+        delta, verdict = _delta(value, before, fmt, unit, higher_is_better)
         rows.append(Readout(key, label, float(value), text, beside, delta, verdict))
 
     tput = summary["throughput_tok_s"]
     add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", "", "{:,.0f}", " tok/s", True)
     add("peak_batch", "largest batch", summary["peak_batch"], f"{summary['peak_batch']:,}",
         f"of {cfg.max_num_seqs:,} slots", "{:,.0f}", "", None)
-    add("mean_batch", "mean batch", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "per pass",
+    add("mean_batch", "mean batch per pass", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "",
         "{:,.1f}", "", None)
-    add("preemptions", "preemptions", summary["preemptions"], f"{summary['preemptions']:,}", "evictions",
+    add("preemptions", "preemptions", summary["preemptions"], f"{summary['preemptions']:,}", "",
         "{:,.0f}", "", False)
     rec = summary["recomputed_prompt_tokens"]
     add("recomputed_prompt_tokens", "prompt tokens recomputed", rec, f"{rec:,}",

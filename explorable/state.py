@@ -22,8 +22,8 @@ CONTROLS = (
     "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
 )
 
-ALLOCATION_LABELS = {"on demand (vLLM)": "on-demand", "reserve up front (Orca)": "reserve"}
-UNIT_LABELS = {"every pass (continuous)": "pass", "every request (static)": "request"}
+ALLOCATION_LABELS = {"on demand": "on-demand", "reserve up front": "reserve"}
+UNIT_LABELS = {"per pass": "pass", "per request": "request"}
 
 
 class ExplorableState(param.Parameterized):
@@ -138,8 +138,8 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
             return text.lower() in ("true", "1", "yes", "on")
         raise ValueError("true or false")
     if isinstance(p, param.Selector):
-        choices = p.objects.values() if isinstance(p.objects, dict) else p.objects
-        labels = p.objects if isinstance(p.objects, dict) else {}
+        choices = list(p.objects)
+        labels = dict(p.names or {})  # display labels of a dict-declared Selector
         for choice in choices:
             if isinstance(text, str) and text.lower() == str(choice).lower():
                 return choice

@@ -36,7 +36,7 @@ def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_poin
 def _strip(x_range, height, y_label, show_time_axis):
     fig = figure(
         height=height, sizing_mode="stretch_width", x_range=x_range, toolbar_location=None, tools="",
-        output_backend=BACKEND, min_border_left=72, min_border_right=12 + 30, min_border_top=6,
+        output_backend=BACKEND, min_border_left=72, min_border_right=12, min_border_top=6,
         min_border_bottom=4 if not show_time_axis else 30,
     )
     fig.yaxis.axis_label = y_label
@@ -73,8 +73,8 @@ class Strips(pn.viewable.Viewer):
         self.batch_fig = _strip(self.x_range, 120, "batch size", False)
         self.batch_fig.y_range = self.batch_range
         self.batch_fig.varea_step(x="x", y1=0, y2="y", step_mode="after", source=self.batch_source,
-                                  fill_color=palette.CLEAN, fill_alpha=0.25)
-        self.batch_fig.step(x="x", y="y", mode="after", source=self.batch_source, line_color=palette.CLEAN,
+                                  fill_color=palette.TEAL, fill_alpha=0.25)
+        self.batch_fig.step(x="x", y="y", mode="after", source=self.batch_source, line_color=palette.TEAL,
                             line_width=1.5)
         self.cap = Span(location=256, dimension="width", line_color=palette.CAP_LINE, line_dash="dashed",
                         line_width=1.5)
@@ -118,6 +118,8 @@ class Strips(pn.viewable.Viewer):
             self.batch_range.update(start=0, end=top)
             self.cap.update(location=cap, visible=cap_in_view)
             self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)
+            # Reserving, vLLM's usage figure counts what is set aside, not what is written.
+            self.kv_fig.yaxis.axis_label = "KV reserved" if trace.config.allocation == "reserve" else "KV cache used"
 
     def __panel__(self):
         return self._pane

@@ -1,0 +1,94 @@
+"""Server-side cost of one slider release in the explorable, without a browser.
+
+For three starting states (the default, the memory wall at 2 GiB with 512 slots, static batching at 64
+slots) it releases the --max-num-seqs slider at values not tried before and times:
+  response  the run plus every view's data update that goes out at once (readouts, lanes, strips, log,
+            guide) -- what the reader waits for after letting go;
+  curves    the follow-up update of the two throughput curves (scheduled just after the response when
+            served; up to ~30 runs for settings nobody has tried);
+  patch     serialising the resulting Bokeh PATCH-DOC message (what a served page sends), and its size.
+Figures are medians and 95th percentiles over the releases.
+
+    python benchmarks/app_update.py [--releases 30]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import panel as pn  # noqa: E402
+import param  # noqa: E402
+from bokeh.document import Document  # noqa: E402
+from bokeh.protocol import Protocol  # noqa: E402
+
+from explorable import runs  # noqa: E402
+from explorable.curves import Curves  # noqa: E402
+from explorable.layout import build_app  # noqa: E402
+
+SCENARIOS = {
+    "default (256 slots, 16 GiB)": ({}, 255),
+    "memory wall (512 slots, 2 GiB)": ({"pool_gib": 2.0, "max_num_seqs": 512}, 511),
+    "static batching (64 slots, per request, reserve)": (
+        {"max_num_seqs": 64, "unit": "request", "allocation": "reserve"}, 63),
+}
+
+
+def pct(values, q):
+    return float(np.percentile(np.asarray(values), q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=30)
+    args = parser.parse_args()
+
+    runs.warm()
+    pending = []
+    Curves._schedule = lambda self, *_: pending.append(self._update)  # time the follow-up separately
+
+    print(f"{'scenario':<50} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
+    print(f"{'':<50} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")
+    for name, (settings, top) in SCENARIOS.items():
+        app = build_app(sync=False)
+        doc = Document()
+        doc.add_root(pn.panel(app).get_root(doc))
+        events = []
+        doc.on_change(lambda event: events.append(event))
+        slider = app.views["controls"].max_num_seqs
+        app.state.param.update(**settings)
+        for update in pending:
+            update()
+        pending.clear()
+        response, curves, patch_ms, patch_kb = [], [], [], []
+        for value in range(top, top - args.releases, -1):  # values nobody has tried: every run is computed
+            events.clear()
+            t0 = time.perf_counter()
+            with param.edit_constant(slider):
+                slider.value_throttled = value
+            t1 = time.perf_counter()
+            for update in pending:
+                update()
+            pending.clear()
+            t2 = time.perf_counter()
+            message = Protocol().create("PATCH-DOC", events) if events else None
+            size = (len(message.content_json) + sum(len(b.to_bytes()) for b in message.buffers)) if message else 0
+            t3 = time.perf_counter()
+            assert app.state.trace.config.max_num_seqs == value and not app.state.run_error
+            response.append(1e3 * (t1 - t0))
+            curves.append(1e3 * (t2 - t1))
+            patch_ms.append(1e3 * (t3 - t2))
+            patch_kb.append(size / 1e3)
+        print(f"{name:<50} {statistics.median(response):8.1f} {pct(response, 95):8.1f} "
+              f"{statistics.median(curves):8.1f} {pct(curves, 95):8.1f} "
+              f"{statistics.median(patch_ms):7.1f} {pct(patch_ms, 95):7.1f} {statistics.median(patch_kb):9.1f}")
+    print(f"\n{args.releases} releases per scenario; budget: response under 100 ms for the default scenario.")
+
+
+if __name__ == "__main__":
+    main()

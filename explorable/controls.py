@@ -1,0 +1,117 @@
+"""The sidebar: widgets generated from the state's parameters, quick stops for the values the course uses,
+an advanced section (model, GPU, token budget, vLLM v0.33's admission gate) and a reset button.
+
+Sliders feed the state only on release (`throttled=True`), so a drag costs one run, not one per pixel.
+"""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from explorable.assets import stylesheet
+from explorable.state import ExplorableState
+
+# Values the course walks through, one click away (and reachable by Tab + Enter).
+SEQ_STOPS = (1, 8, 32, 64, 128, 256, 512)
+POOL_STOPS = (2, 8, 16, 32, 64)
+SPREAD_STOPS = (1, 4, 16, 32)
+
+
+def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
+    buttons = []
+    for v in values:
+        b = pn.widgets.Button(label=fmt.format(v), css_classes=["stop", f"stop-{name}"], margin=(0, 2),
+                              stylesheets=[stylesheet()])
+        b.on_click(lambda _e, v=v: setattr(state, name, v))
+        buttons.append(b)
+
+    def highlight(*_):
+        for b, v in zip(buttons, values):
+            b.variant = "solid" if getattr(state, name) == v else "outline"
+            b.color = "primary" if getattr(state, name) == v else "default"
+
+    state.param.watch(highlight, name)
+    highlight()
+    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"])
+
+
+def _note(text: str, classes=("control-note",)) -> pn.pane.HTML:
+    return pn.pane.HTML(f"<div>{text}</div>", css_classes=list(classes), stylesheets=[stylesheet()],
+                        margin=(0, 10, 6, 10), sizing_mode="stretch_width")
+
+
+class Controls(pn.viewable.Viewer):
+    """Every control of the state, grouped as the course introduces them."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        slider = dict(throttled=True, sizing_mode="stretch_width", margin=(4, 12, 0, 12))
+        self.max_num_seqs = pn.widgets.IntSlider.from_param(s.param.max_num_seqs, css_classes=["ctl-max_num_seqs"],
+                                                            **slider)
+        self.pool_gib = pn.widgets.FloatSlider.from_param(s.param.pool_gib, css_classes=["ctl-pool_gib"],
+                                                          format="0.0", **slider)
+        self.allocation = pn.widgets.RadioButtonGroup.from_param(
+            s.param.allocation, css_classes=["ctl-allocation"], sizing_mode="stretch_width", margin=(4, 12),
+            color="primary", variant="outline")
+        self.declared_multiple = pn.widgets.FloatSlider.from_param(
+            s.param.declared_multiple, css_classes=["ctl-declared_multiple"], format="0.0", **slider)
+        self.unit = pn.widgets.RadioButtonGroup.from_param(
+            s.param.unit, css_classes=["ctl-unit"], sizing_mode="stretch_width", margin=(4, 12),
+            color="primary", variant="outline")
+        self.spread = pn.widgets.FloatSlider.from_param(s.param.spread, css_classes=["ctl-spread"], format="0.0",
+                                                        **slider)
+        self.model = pn.widgets.Select.from_param(s.param.model, sizing_mode="stretch_width", margin=(4, 12))
+        self.gpu = pn.widgets.Select.from_param(s.param.gpu, sizing_mode="stretch_width", margin=(4, 12))
+        self.max_num_batched_tokens = pn.widgets.IntSlider.from_param(
+            s.param.max_num_batched_tokens, css_classes=["ctl-max_num_batched_tokens"], **slider)
+        self.full_isl = pn.widgets.Checkbox.from_param(s.param.scheduler_reserve_full_isl, margin=(8, 12))
+        self.reset = pn.widgets.Button(label="Reset to the starting point", css_classes=["reset"],
+                                       sizing_mode="stretch_width", margin=(10, 12),
+                                       stylesheets=[stylesheet()])
+        self.reset.on_click(lambda _e: self.state.reset())
+        self.declared_note = _note("")
+        s.param.watch(self._declared_note, "allocation")
+        self._declared_note()
+
+    def _declared_note(self, *_):
+        if self.state.allocation == "reserve":
+            text = "Read at admission: each request reserves its prompt plus this many times its real output."
+            classes = ["control-note"]
+        else:
+            text = "Only read when reserving up front. On demand, the scheduler never looks at max_tokens."
+            classes = ["control-note", "inactive"]
+        self.declared_note.object = f"<div>{text}</div>"
+        self.declared_note.css_classes = classes
+        self.declared_multiple.css_classes = ["ctl-declared_multiple"] + (["inactive"] if "inactive" in classes else [])
+
+    def __panel__(self):
+        s = self.state
+        heading = lambda text: pn.pane.HTML(f"<h3>{text}</h3>", css_classes=["group-heading"],  # noqa: E731
+                                            stylesheets=[stylesheet()], margin=(10, 12, 0, 12))
+        advanced = pn.Card(
+            self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
+            _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
+            title="Advanced", collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
+            css_classes=["advanced"],
+        )
+        return pn.Column(
+            heading("Scheduler"),
+            self.max_num_seqs, _stops(s, "max_num_seqs", SEQ_STOPS, "{}"),
+            _note("Stops admission at this many running sequences. Nothing tries to fill it."),
+            self.unit,
+            _note("Per pass is continuous batching (vLLM, Orca); per request is static batching."),
+            heading("KV cache"),
+            self.pool_gib, _stops(s, "pool_gib", POOL_STOPS, "{} GiB"),
+            self.allocation,
+            _note("On demand is vLLM's paged allocator (it may evict); reserving up front is Orca's (it never does)."),
+            self.declared_multiple, self.declared_note,
+            heading("Workload"),
+            self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
+            _note("256 requests, all queued at 0 s; total output stays 65,536 tokens at every spread."),
+            advanced,
+            self.reset,
+            css_classes=["controls"], sizing_mode="stretch_width", margin=0,
+        )

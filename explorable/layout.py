@@ -1,0 +1,190 @@
+"""Assembles one reader's page: header, sidebar controls, guided steps, notices, readouts, the lane chart
+with its strips, the curves and the log terminal; and ties the controls to the page's URL.
+
+`build_app()` makes everything per page (Bokeh models belong to one document); runs are shared through
+`explorable.runs`' caches. `configure()` is the once-per-process part: Panel's extension and warm-up.
+"""
+from __future__ import annotations
+
+import html
+import json
+from urllib.parse import urlencode
+
+import panel as pn
+import param
+
+from explorable import runs
+from explorable.assets import logo_svg, stylesheet
+from explorable.controls import Controls
+from explorable.curves import Curves
+from explorable.guide import Guide
+from explorable.lanes import LaneChart
+from explorable.live import LivePanel
+from explorable.logs_view import LogView
+from explorable.readouts import Readouts
+from explorable.state import CONTROLS, ExplorableState, apply_query
+from explorable.strips import Strips
+
+TITLE = "Continuous batching is not a bigger batch"
+LEDE = (
+    "Before every forward pass, a vLLM-style scheduler decides again which requests are in the batch. "
+    "Move the controls and watch what really sets the batch size: usually the KV cache, not "
+    "<code>--max-num-seqs</code>."
+)
+
+
+def configure() -> None:
+    """Panel's extension for this app, and numba's compiled scheduler loaded before anyone waits for it."""
+    pn.extension(
+        notifications=True, reconnect=True, design="bootstrap",
+        global_css=[stylesheet()], disconnect_notification="", ready_notification="",
+    )
+    runs.warm()
+
+
+class Notices(pn.viewable.Viewer):
+    """Messages for the reader (a link value that fell back to its default), with a dismiss button."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=0)
+        self.dismiss = pn.widgets.Button(label="Dismiss", margin=(6, 6), width=90)
+        self.dismiss.on_click(lambda _e: self.state.dismiss_notices())
+        self.box = pn.Row(self.text, self.dismiss, css_classes=["notices"], sizing_mode="stretch_width",
+                          visible=False, margin=(4, 10), stylesheets=[stylesheet()])
+        self.state.param.watch(self._update, "notices")
+        self._update()
+
+    def _update(self, *_):
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in self.state.notices)
+        self.text.object = f'<div class="notice" data-notice="link"><ul>{items}</ul></div>'
+        self.box.visible = bool(self.state.notices)
+
+    def __panel__(self):
+        return self.box
+
+
+def _header() -> pn.pane.HTML:
+    return pn.pane.HTML(
+        f'<header class="masthead"><div class="logo" aria-hidden="true">{logo_svg()}</div>'
+        f'<div><h1 id="title">{TITLE}</h1><p class="lede">{LEDE}</p></div></header>',
+        sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(6, 10, 0, 10),
+    )
+
+
+def _section(title: str, note: str = "") -> pn.pane.HTML:
+    extra = f' <span class="muted">{note}</span>' if note else ""
+    return pn.pane.HTML(f'<div class="chart-title">{title}{extra}</div>', sizing_mode="stretch_width",
+                        stylesheets=[stylesheet()], margin=(12, 10, 0, 10))
+
+
+def sync_url(state: ExplorableState) -> None:
+    """Read the link's query into the controls (bad values fall back with a notice), then keep the URL in step."""
+    location = pn.state.location
+    if location is None:
+        return
+    apply_query(state, location.query_params)
+    # Every value in the query is now valid or has been reported; sync writes the state back into the URL,
+    # replacing anything we refused, and keeps it updated as the controls move.
+    location.sync(state, {name: name for name in CONTROLS}, on_error=lambda _values: None)
+    # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
+    # query once it has, so the address bar names every control from the start.
+    pn.state.onload(lambda: location.update_query(**query_values(state)))
+    state.previous_summary = None  # a link opens a state; it is not a change from the defaults
+
+
+def query_values(state: ExplorableState) -> dict[str, str]:
+    """Every control as its URL text (what Location.sync writes)."""
+    out = {}
+    for name in CONTROLS:
+        value = state.param[name].serialize(getattr(state, name))
+        out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+class ShareLink(pn.viewable.Viewer):
+    """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
+                                 css_classes=["share"], visible=pn.state.location is not None)
+        self.state.param.watch(self._update, list(CONTROLS))
+        self._update()
+
+    def _update(self, *_):
+        location = pn.state.location
+        if location is None:
+            return
+        # Relative to the page itself, so it names the explorable's own server even inside an iframe.
+        href = f"{location.pathname or ''}?{urlencode(query_values(self.state))}"
+        self.pane.object = (f'<a class="share-link" href="{html.escape(href)}" target="_blank" rel="noopener">'
+                            "Open this exact state in a new tab</a> (copy its address to share it)")
+
+    def __panel__(self):
+        return self.pane
+
+
+class ExplorableApp(pn.viewable.Viewer):
+    """One reader's page. `state` is its single source of truth; `views` are there for tests and benchmarks."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        state = self.state
+        lanes = LaneChart(state=state)
+        self.views = {
+            "controls": Controls(state=state),
+            "live": LivePanel(state=state),
+            "guide": Guide(state=state),
+            "notices": Notices(state=state),
+            "readouts": Readouts(state=state),
+            "lanes": lanes,
+            "strips": Strips(state=state, x_range=lanes.x_range),
+            "curves": Curves(state=state),
+            "logs": LogView(state=state),
+            "share": ShareLink(state=state),
+        }
+
+    def __panel__(self):
+        v = self.views
+        sidebar = pn.Column(
+            v["controls"], v["share"], v["live"],
+            css_classes=["sidebar"], width=310, margin=0, stylesheets=[stylesheet()],
+        )
+        main = pn.Column(
+            v["guide"],
+            v["notices"],
+            v["readouts"],
+            v["lanes"],
+            v["strips"],
+            _section("Throughput if you moved one control", "(everything else as set; the orange dot is now)"),
+            v["curves"],
+            _section("What vLLM would log"),
+            v["logs"],
+            pn.pane.HTML(
+                "<footer>Simulated: vLLM V1's scheduler (v0.11 rules; v0.33 with its full-prompt gate off) on a "
+                "roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to share "
+                "this exact state.</footer>",
+                sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(16, 10),
+            ),
+            css_classes=["main"], sizing_mode="stretch_width", margin=(0, 0, 0, 8),
+        )
+        return pn.Column(
+            _header(),
+            pn.Row(sidebar, main, sizing_mode="stretch_width", margin=0),
+            css_classes=["explorable"], sizing_mode="stretch_width", margin=0,
+        )
+
+
+def build_app(state: ExplorableState | None = None, sync: bool = True) -> ExplorableApp:
+    """One page of the explorable; with `sync`, the served page's URL query drives and follows the controls."""
+    state = state or ExplorableState()
+    if sync:
+        sync_url(state)
+    return ExplorableApp(state=state)

@@ -1,0 +1,192 @@
+"""The "live GPU" hook: measure the current setting with real forward passes (engine.live) when a CUDA
+device is there, one run at a time across every browser session, with queue position, progress and
+cancel. engine.live is imported lazily and defensively: without it (or without a GPU) the toggle is
+disabled and says why, and the rest of the explorable is untouched.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+
+import panel as pn
+import param
+from panel.io.state import set_curdoc
+
+from explorable.assets import stylesheet
+from explorable.state import ExplorableState
+
+
+def live_status() -> tuple[bool, str]:
+    """(available, why not) for live GPU mode on this server; never raises."""
+    try:
+        from engine.live.executor import live_available
+    except Exception as exc:  # missing or broken module: the explorable must still work
+        return False, f"Live GPU mode is not installed on this server ({type(exc).__name__})."
+    try:
+        ok, reason = live_available()
+    except Exception as exc:
+        return False, f"Live GPU mode could not check for a GPU: {exc}"
+    return bool(ok), str(reason or "")
+
+
+class Cancelled(Exception):
+    """The reader cancelled a queued or running GPU run."""
+
+
+class CancelFlag(threading.Event):
+    """A cancel signal the executor may poll as `cancel()` or `cancel.is_set()`."""
+
+    def __call__(self) -> bool:
+        return self.is_set()
+
+
+class GpuQueue:
+    """First come, first served: one GPU run at a time for the whole server."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._tickets: list[object] = []
+
+    def __len__(self) -> int:
+        return len(self._tickets)
+
+    @contextmanager
+    def turn(self, cancel: threading.Event, on_position: Callable[[int], None]) -> Iterator[None]:
+        """Wait until this caller is at the head (reporting how many are ahead), then hold the GPU."""
+        ticket = object()
+        with self._cond:
+            self._tickets.append(ticket)
+            last = None
+            while self._tickets[0] is not ticket:
+                if cancel.is_set():
+                    self._tickets.remove(ticket)
+                    self._cond.notify_all()
+                    raise Cancelled
+                ahead = self._tickets.index(ticket)
+                if ahead != last:
+                    on_position(ahead)
+                    last = ahead
+                self._cond.wait(timeout=0.25)
+        try:
+            on_position(0)
+            yield
+        finally:
+            with self._cond:
+                self._tickets.remove(ticket)
+                self._cond.notify_all()
+
+
+GPU_QUEUE = GpuQueue()  # module level on purpose: shared by every session of this server process
+
+
+class LivePanel(pn.viewable.Viewer):
+    """Toggle, run/cancel buttons, queue position and progress for a measured run."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.available, reason = live_status()
+        self.toggle = pn.widgets.Checkbox(label="Measure on a live GPU", value=False, disabled=not self.available,
+                                          margin=(8, 12, 0, 12), css_classes=["live-toggle"])
+        self.reason = pn.pane.HTML(f"<div>{reason}</div>" if reason else "", css_classes=["control-note", "inactive"],
+                                   stylesheets=[stylesheet()], margin=(0, 12, 4, 12), sizing_mode="stretch_width")
+        self.run_button = pn.widgets.Button(label="Run this setting on the GPU", color="primary", visible=False,
+                                            sizing_mode="stretch_width", margin=(4, 12))
+        self.cancel_button = pn.widgets.Button(label="Cancel", visible=False, sizing_mode="stretch_width",
+                                               margin=(4, 12))
+        self.progress = pn.indicators.Progress(value=0, max=1000, visible=False, sizing_mode="stretch_width",
+                                               margin=(4, 12))
+        self.status = pn.pane.HTML("", css_classes=["control-note"], stylesheets=[stylesheet()],
+                                   margin=(0, 12), sizing_mode="stretch_width")
+        self.toggle.param.watch(self._toggled, "value")
+        self.run_button.on_click(self._start)
+        self.cancel_button.on_click(lambda _e: self._cancel.set() if self._cancel else None)
+        self._cancel: CancelFlag | None = None
+
+    def _toggled(self, event):
+        self.run_button.visible = event.new
+        self.status.object = ("<div>Random weights with the model's real shapes: throughput depends only on "
+                              "shapes. Pass times are read off the GPU.</div>") if event.new else ""
+
+    def _start(self, _event):
+        try:
+            cfg = self.state.run_config()
+        except Exception as exc:
+            self.status.object = f"<div>{exc}</div>"
+            return
+        doc = pn.state.curdoc
+        self._cancel = cancel = CancelFlag()
+        self.run_button.disabled = True
+        self.cancel_button.visible = True
+        self.progress.visible = True
+        self.progress.value = 0
+        threading.Thread(target=self._worker, args=(doc, cfg, cancel), daemon=True, name="live-gpu-run").start()
+
+    # -- on the worker thread: every UI change goes back through the document's event loop --------
+    def _ui(self, doc, fn: Callable[[], None]) -> None:
+        if doc is None:
+            fn()
+            return
+
+        def run():
+            with set_curdoc(doc):
+                fn()
+
+        doc.add_next_tick_callback(run)
+
+    def _worker(self, doc, cfg, cancel: CancelFlag) -> None:
+        last = [0.0]
+
+        def on_position(ahead: int):
+            text = "Running on the GPU..." if ahead == 0 else f"Waiting for the GPU: {ahead} run(s) ahead of yours."
+            self._ui(doc, partial(setattr, self.status, "object", f"<div>{text}</div>"))
+
+        def on_progress(*args, **_kw):
+            now = time.monotonic()
+            if now - last[0] < 0.2:
+                return
+            last[0] = now
+            # engine.live reports (pass index, finished requests, total requests); accept a bare fraction too.
+            fraction = None
+            numbers = [a for a in args if isinstance(a, (int, float))]
+            if len(numbers) >= 3 and numbers[2]:
+                fraction = numbers[1] / numbers[2]
+            elif len(numbers) == 1 and 0 <= numbers[0] <= 1:
+                fraction = float(numbers[0])
+            if fraction is not None:
+                self._ui(doc, partial(setattr, self.progress, "value", int(1000 * min(max(fraction, 0), 1))))
+
+        try:
+            with GPU_QUEUE.turn(cancel, on_position):
+                if cancel.is_set():
+                    raise Cancelled
+                from engine.live.executor import run_live
+
+                trace = run_live(cfg, progress=on_progress, cancel=cancel)
+            if cancel.is_set():
+                raise Cancelled
+            self._ui(doc, lambda: self.state.show(trace, cfg))
+            message = "Measured. The deltas under each readout compare it with the simulation."
+        except Cancelled:
+            message = "Cancelled."
+        except Exception as exc:  # out of memory and friends are reported, not fatal
+            if type(exc).__name__ == "LiveCancelled":
+                message = "Cancelled."
+            else:
+                message = f"The GPU run failed: {type(exc).__name__}: {exc}"
+        self._ui(doc, partial(self._finish, message))
+
+    def _finish(self, message: str) -> None:
+        self.status.object = f"<div>{message}</div>"
+        self.run_button.disabled = False
+        self.cancel_button.visible = False
+        self.progress.visible = False
+        self._cancel = None
+
+    def __panel__(self):
+        return pn.Column(self.toggle, self.reason, self.run_button, self.cancel_button, self.progress, self.status,
+                         sizing_mode="stretch_width", margin=0, css_classes=["live"])

@@ -1,0 +1,196 @@
+"""The served explorable in headless Chromium: a real `panel serve app.py`, driven with Playwright.
+
+Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the playwright package; no `playwright
+install`. Screenshots land in artifacts/ for a person to look at.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 20_000
+LEGEND_PX = 60  # the lane chart's caption and legend, above the lanes
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+    pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", "127.0.0.1",
+         "--allow-websocket-origin", f"127.0.0.1:{port}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    ready = threading.Event()
+    log: list[str] = []
+
+    def pump():
+        for line in proc.stdout:
+            log.append(line)
+            if "Bokeh app running at" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(60):
+        proc.kill()
+        pytest.fail("panel serve did not start:\n" + "".join(log[-30:]))
+    yield f"http://127.0.0.1:{port}/app"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    assert not any("Traceback" in line for line in log), "".join(log)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not errors, errors
+
+
+def readout(page, key: str):
+    return page.locator(f'[data-readout="{key}"] .readout-value')
+
+
+def value(page, key: str) -> float:
+    return float(readout(page, key).get_attribute("data-value"))
+
+
+def open_app(page, url: str) -> None:
+    page.goto(url)
+    sync_api.expect(readout(page, "peak_batch")).to_be_visible()
+    page.locator(".lane-chart canvas").first.wait_for()
+
+
+def lane_colour_pixels(page) -> dict[str, int]:
+    """Pixels of the lanes (caption and legend cropped off) close to the amber and magenta lane colours."""
+    Image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the chart's colours")
+    import numpy as np
+
+    from explorable import palette
+
+    page.wait_for_timeout(300)  # let the canvas repaint
+    png = page.locator(".lane-chart").screenshot()
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int32)[LEGEND_PX:]
+    counts = {}
+    for name, colour in (("amber", palette.AMBER), ("magenta", palette.MAGENTA)):
+        target = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+        counts[name] = int((np.abs(pixels - target).sum(axis=2) < 40).sum())
+    return counts
+
+
+def test_the_page_opens_with_the_default_readouts(server, page):
+    open_app(page, server)
+    peak = value(page, "peak_batch")
+    assert 80 <= peak <= 89  # the largest batch at 256 slots is in the 80s
+    sync_api.expect(readout(page, "peak_batch")).to_have_text(str(int(peak)))
+    assert value(page, "preemptions") > 0
+    assert value(page, "throughput_tok_s") > 2500
+    sync_api.expect(page.locator("#title")).to_have_text("Continuous batching is not a bigger batch")
+    # Once loaded, the address bar names every control (so it can be copied as a link).
+    page.wait_for_function("location.search.includes('pool_gib=16') && location.search.includes('unit=pass')")
+    colours = lane_colour_pixels(page)
+    assert colours["amber"] > 0 and colours["magenta"] == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorable-default.png"))
+
+
+def test_moving_max_num_seqs_to_64_is_faster_and_evicts_nobody(server, page):
+    open_app(page, server)
+    before = value(page, "throughput_tok_s")
+    page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(r"^\s*64\s*$")).click()
+    sync_api.expect(readout(page, "peak_batch")).to_have_text("64")
+    sync_api.expect(readout(page, "preemptions")).to_have_text("0")
+    assert value(page, "throughput_tok_s") > before
+    sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-delta')).to_have_text(
+        re.compile(r"^\+[\d,]+ tok/s$"))
+    page.wait_for_function("new URLSearchParams(location.search).get('max_num_seqs') === '64'")
+    assert lane_colour_pixels(page) == {"amber": 0, "magenta": 0}  # all teal
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorable-max-num-seqs-64.png"))
+    # The slider itself, from the keyboard: one arrow press is one release.
+    page.locator(".ctl-max_num_seqs .noUi-handle").focus()
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(readout(page, "peak_batch")).to_have_text("65")
+    page.wait_for_function("new URLSearchParams(location.search).get('max_num_seqs') === '65'")
+
+
+def test_a_link_with_max_num_seqs_64_opens_in_that_state(server, page):
+    open_app(page, server + "?max_num_seqs=64")
+    sync_api.expect(readout(page, "peak_batch")).to_have_text("64")
+    sync_api.expect(readout(page, "preemptions")).to_have_text("0")
+    sync_api.expect(page.locator(".ctl-max_num_seqs")).to_contain_text("64")
+    # A link opens a state; it is not a change, so there are no deltas yet.
+    sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-delta')).not_to_have_text(
+        re.compile(r"tok/s"))
+
+
+def test_a_bad_link_falls_back_with_a_notice(server, page):
+    open_app(page, server + "?max_num_seqs=banana&pool_gib=-4&spread=8")
+    notice = page.locator('[data-notice="link"]')
+    sync_api.expect(notice).to_contain_text("banana")
+    sync_api.expect(notice).to_contain_text("pool_gib")
+    sync_api.expect(page.locator(".ctl-spread")).to_contain_text("8.0")  # the good value still applies
+    page.wait_for_function("new URLSearchParams(location.search).get('max_num_seqs') === '256'")
+    page.get_by_role("button", name="Dismiss").click()
+    sync_api.expect(notice).to_be_hidden()
+
+
+def time_axis_end(page) -> float:
+    """The end of the shared time range, as the browser's Bokeh document holds it."""
+    ends = page.evaluate("""() => [...Bokeh.documents[0].all_models]
+        .filter(m => m.type === 'Range1d' && m.reset_end != null).map(m => m.end)""")
+    assert len(ends) == 1
+    return ends[0]
+
+
+def test_the_memory_wall_step_turns_the_lanes_magenta(server, page):
+    open_app(page, server)
+    page.locator(".step-button button").filter(has_text="Memory wall").click()
+    sync_api.expect(readout(page, "peak_batch")).not_to_have_text(re.compile(r"^8\d$"))
+    page.wait_for_function("new URLSearchParams(location.search).get('pool_gib') === '2.0'")
+    assert lane_colour_pixels(page)["magenta"] > 0
+    # The time axis grew to the new, longer run (it once stayed clamped to the previous run's length).
+    makespan = float(page.locator(".lane-caption [data-value]").get_attribute("data-value"))
+    assert makespan > 40 and time_axis_end(page) == pytest.approx(makespan, abs=1e-3)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorable-memory-wall.png"), full_page=True)

@@ -1,0 +1,124 @@
+"""The lane colour rule: what each stretch of each request's time is drawn as, derived from the trace."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import RunConfig, Workload, simulate
+from explorable import palette
+from explorable.lanes import THRASH_PREEMPTIONS, is_thrashing, lane_segments, state_counts
+from kernels import scheduler_core as core
+
+DEFAULT = RunConfig()
+CAP_64 = RunConfig(max_num_seqs=64)
+MEMORY_WALL = RunConfig(pool_gib=2.0, max_num_seqs=512)
+STATIC = RunConfig(max_num_seqs=64, unit="request", allocation="reserve")
+
+# vLLM 0.11's own schedule-b workload (shared/fixtures): 4 slots and long prompts, where vLLM evicted
+# single requests 13 to 33 times.
+THRASH_WORKLOAD = Workload(
+    np.array([2199, 1803, 1477, 489, 3000, 301, 748, 806, 3000, 1885, 1712, 3000, 3000, 2016, 678, 1880, 364, 1160,
+              1155, 378]),
+    np.array([63, 117, 60, 3, 3, 12, 3, 8, 4, 163, 77, 245, 32, 168, 64, 29, 9, 2, 31, 11]),
+)
+PER_REQUEST_THRASH = RunConfig(max_num_seqs=4, max_num_batched_tokens=1024, num_gpu_blocks_override=486,
+                               workload=THRASH_WORKLOAD)
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return {name: simulate(cfg) for name, cfg in
+            [("default", DEFAULT), ("cap64", CAP_64), ("wall", MEMORY_WALL), ("static", STATIC),
+             ("per_request", PER_REQUEST_THRASH)]}
+
+
+def test_the_articles_settings_give_the_articles_colours(traces):
+    assert state_counts(lane_segments(traces["cap64"]))["lost"] == 0  # 64 slots: all teal
+    assert state_counts(lane_segments(traces["cap64"]))["thrash"] == 0
+    default = state_counts(lane_segments(traces["default"]))
+    assert default["lost"] > 0 and default["thrash"] == 0  # 256 slots: amber
+    wall = state_counts(lane_segments(traces["wall"]))
+    assert wall["thrash"] > 0 and wall["lost"] == 0  # 2 GiB, 512 slots: magenta
+    assert state_counts(lane_segments(traces["static"]))["lost"] == 0  # reservation never evicts
+
+
+@pytest.mark.parametrize("name", ["default", "cap64", "wall", "static", "per_request"])
+def test_each_lane_is_covered_from_zero_to_its_finish_without_gaps_or_overlaps(traces, name):
+    trace = traces[name]
+    seg = lane_segments(trace)
+    finish = trace.finish_time()
+    for r in range(trace.workload.num_requests):
+        mine = seg["y"] == r
+        left = seg["left"][mine].astype(np.float64)
+        right = seg["right"][mine].astype(np.float64)
+        order = np.argsort(left)
+        left, right = left[order], right[order]
+        assert left[0] == 0.0 or seg["state"][mine][order][0] != palette.WAITING
+        assert np.allclose(left[1:], right[:-1], atol=1e-5)  # contiguous
+        assert right[-1] == pytest.approx(finish[r], abs=1e-4)
+        assert seg["state"][mine][order][-1] == palette.CLEAN  # every request ends running cleanly
+
+
+def test_lost_work_ends_where_the_request_is_evicted(traces):
+    trace = traces["default"]
+    seg = lane_segments(trace)
+    preempts = trace.events_of(core.EV_PREEMPT)
+    evicted_at = {(int(r), round(float(trace.pass_start[p]), 4)) for p, r, _ in preempts}
+    lost = seg["state"] == palette.LOST
+    ends = {(int(y), round(float(t), 4)) for y, t in zip(seg["y"][lost], seg["right"][lost])}
+    assert evicted_at <= ends  # every eviction closes an amber stretch
+    # ... and the other amber stretches are recomputes that end when the request caught up.
+    caught = trace.events_of(core.EV_CAUGHT_UP)
+    caught_at = {(int(r), round(float(trace.pass_end[p]), 4)) for p, r, _ in caught}
+    assert ends - evicted_at <= caught_at
+    assert lost.sum() == len(preempts) + len(caught)
+
+
+def test_requests_never_evicted_are_never_amber(traces):
+    trace = traces["default"]
+    seg = lane_segments(trace)
+    clean_requests = np.flatnonzero(trace.preemptions_per_request == 0)
+    assert not np.isin(seg["y"][seg["state"] >= palette.LOST], clean_requests).any()
+
+
+def test_a_request_evicted_again_and_again_is_thrashing(traces):
+    trace = traces["per_request"]
+    per_request = trace.preemptions_per_request
+    assert per_request.max() >= THRASH_PREEMPTIONS
+    flagged = is_thrashing(trace)
+    assert (flagged[per_request >= THRASH_PREEMPTIONS]).all()
+    seg = lane_segments(trace)
+    thrashers = set(np.flatnonzero(per_request >= THRASH_PREEMPTIONS).tolist())
+    assert set(seg["y"][seg["state"] == palette.THRASH].tolist()) >= thrashers
+
+
+def test_a_run_that_evicts_its_whole_batch_three_times_over_is_thrashing(traces):
+    wall = traces["wall"]
+    assert wall.preemptions_per_request.max() < THRASH_PREEMPTIONS  # no single request is evicted 3 times...
+    assert wall.summary()["preemptions"] >= THRASH_PREEMPTIONS * wall.summary()["peak_batch"]  # ...the run is
+    assert is_thrashing(wall).all()
+    default = traces["default"]
+    assert not is_thrashing(default).any()
+
+
+def test_segments_are_sent_as_compact_numeric_columns(traces):
+    seg = lane_segments(traces["wall"])
+    assert seg["y"].dtype == np.uint16 and seg["state"].dtype == np.uint8
+    assert seg["left"].dtype == np.float32 and seg["right"].dtype == np.float32
+    assert len(seg["admitted"]) == len(seg["y"]) == len(seg["preempted"])
+
+
+def test_hover_text_lists_admissions_and_evictions(traces):
+    trace = traces["default"]
+    seg = lane_segments(trace)
+    r = int(np.flatnonzero(trace.preemptions_per_request == 2)[0])
+    i = int(np.flatnonzero(seg["y"] == r)[0])
+    assert seg["admitted"][i].count(",") == 2  # first admission and two readmissions
+    assert seg["preempted"][i].count(",") == 1 and seg["preempted"][i].endswith(" s (2 times)")
+    never = int(np.flatnonzero(trace.preemptions_per_request == 0)[0])
+    assert seg["preempted"][int(np.flatnonzero(seg["y"] == never)[0])] == "never"
+
+
+def test_four_lane_colours_are_defined_once_and_distinct():
+    assert len(set(palette.LANE_COLOURS)) == 4 == len(palette.LANE_LABELS)
+    assert (palette.GREY, palette.TEAL, palette.AMBER, palette.MAGENTA) == palette.LANE_COLOURS
