@@ -64,6 +64,15 @@ class RunConfig:
         return self.max_model_len or self.model_spec.max_model_len
 
     @property
+    def served_max_model_len(self) -> int:
+        """The --max-model-len vLLM would serve with. Unset, it is the model's context length, unless the
+        pool cannot hold one such request: vLLM then refuses to start and advises lowering it to what fits,
+        so we take that advice (usable blocks x block size)."""
+        if self.max_model_len is not None:
+            return self.max_model_len
+        return min(self.model_spec.max_model_len, self.usable_blocks * self.block_size)
+
+    @property
     def num_gpu_blocks(self) -> int:
         """vLLM's count: includes the reserved null block 0."""
         if self.num_gpu_blocks_override is not None:

@@ -19,8 +19,41 @@ def startup_log_line(cfg: RunConfig) -> str:
     tokens, concurrency = max_concurrency(cfg)
     return (
         f"INFO [kv_cache_utils.py] GPU KV cache size: {tokens:,} tokens, Maximum concurrency for "
-        f"{cfg.effective_max_model_len:,} tokens per request: {concurrency:.2f}x"
+        f"{cfg.served_max_model_len:,} tokens per request: {concurrency:.2f}x"
     )
+
+
+def startup_error(cfg: RunConfig) -> str | None:
+    """vLLM's start-up refusal when one request of max_model_len cannot fit the pool, else None.
+
+    The simulator still runs such a config (its workload fits); the explorable shows what vLLM would say.
+    """
+    length = cfg.served_max_model_len
+    if -(-length // cfg.block_size) <= cfg.usable_blocks:
+        return None
+    kv = cfg.model_spec.kv_bytes_per_token
+    needed = -(-length // cfg.block_size) * cfg.block_size * kv / 2**30
+    available = cfg.usable_blocks * cfg.block_size * kv / 2**30
+    estimate = cfg.usable_blocks * cfg.block_size
+    return (
+        f"ERROR [kv_cache_utils.py] To serve at least one request with the model's max seq len ({length}), "
+        f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+        f"({available:.2f} GiB). Based on the available memory, the estimated maximum model length is {estimate}. "
+        "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+
+
+def serve_command(cfg: RunConfig) -> str:
+    """The `vllm serve` command line this run stands for."""
+    parts = [f"vllm serve {cfg.model}", f"--max-num-seqs {cfg.max_num_seqs}",
+             f"--max-num-batched-tokens {cfg.max_num_batched_tokens}"]
+    if cfg.served_max_model_len != cfg.model_spec.max_model_len:
+        parts.append(f"--max-model-len {cfg.served_max_model_len}")
+    if cfg.num_gpu_blocks_override is not None:
+        parts.append(f"--num-gpu-blocks-override {cfg.num_gpu_blocks_override}")
+    if cfg.block_size != 16:
+        parts.append(f"--block-size {cfg.block_size}")
+    return "$ " + " ".join(parts)
 
 
 def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S) -> dict:

@@ -27,7 +27,7 @@ def max_concurrency(cfg: RunConfig) -> tuple[int, float]:
 
     As vLLM computes them: concurrency = blocks (null block included) / blocks per max_model_len request.
     """
-    length = cfg.effective_max_model_len
+    length = cfg.served_max_model_len
     concurrency = cfg.num_gpu_blocks / (-(-length // cfg.block_size))
     return int(concurrency * length), concurrency
 

@@ -11,7 +11,7 @@ import panel as pn
 import param
 
 from engine import Trace
-from engine.logs import LOG_STATS_INTERVAL_S, periodic_log_line, startup_log_line
+from engine.logs import LOG_STATS_INTERVAL_S, periodic_log_line, serve_command, startup_error, startup_log_line
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 
@@ -20,7 +20,9 @@ MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and las
 
 def log_lines(trace: Trace) -> list[tuple[float | None, str]]:
     """(time in s or None for startup, line) in the order vLLM prints them."""
-    lines: list[tuple[float | None, str]] = [(None, startup_log_line(trace.config))]
+    refusal = startup_error(trace.config)
+    lines: list[tuple[float | None, str]] = [(None, refusal)] if refusal else []
+    lines.append((None, startup_log_line(trace.config)))
     times = np.arange(LOG_STATS_INTERVAL_S, trace.makespan_s, LOG_STATS_INTERVAL_S).tolist()
     if not times or times[-1] < trace.makespan_s:
         times.append(trace.makespan_s)  # the last partial interval, flushed at the end of the run
@@ -55,6 +57,7 @@ def _line_html(at: float | None, line: str) -> str:
     stamp = "startup" if at is None else f"+{at:,.0f} s"
     body = html.escape(line)
     body = body.replace("INFO", '<span class="lvl">INFO</span>', 1)
+    body = body.replace("ERROR", '<span class="lvl preempt">ERROR</span>', 1)
     if "Preemptions:" in body:
         head, _, tail = body.partition("Preemptions:")
         count, sep, rest = tail.partition(",")
@@ -79,8 +82,7 @@ class LogView(pn.viewable.Viewer):
         if trace is None:
             return
         cfg = trace.config
-        command = (f"$ vllm serve {cfg.model} --max-num-seqs {cfg.max_num_seqs} "
-                   f"--max-num-batched-tokens {cfg.max_num_batched_tokens}")
+        command = serve_command(cfg)
         note = ""
         if cfg.allocation == "reserve" or cfg.unit == "request":
             note = ('<div class="log-note"># vLLM has no reserve-up-front or per-request mode: these are the lines '

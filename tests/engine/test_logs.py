@@ -4,7 +4,7 @@ import re
 import pytest
 
 from engine import RunConfig, simulate
-from engine.logs import periodic_log_line, periodic_stats, startup_log_line
+from engine.logs import periodic_log_line, periodic_stats, serve_command, startup_error, startup_log_line
 
 
 def test_startup_line_uses_vllms_concurrency_formula():
@@ -34,3 +34,18 @@ def test_periodic_stats_agree_with_the_trace():
     full = periodic_stats(trace, trace.makespan_s, interval_s=trace.makespan_s)
     assert full["gen_tok_s"] * trace.makespan_s == pytest.approx(trace.output_tokens, rel=1e-12)
     assert full["prompt_tok_s"] * trace.makespan_s == pytest.approx(trace.workload.total_prompt_tokens, rel=1e-12)
+
+
+def test_a_pool_too_small_for_the_models_context_serves_with_the_length_vllm_advises():
+    cfg = RunConfig(pool_gib=2)  # 910 blocks: a 40,960-token Qwen3-8B request does not fit
+    assert cfg.served_max_model_len == 909 * 16
+    assert "--max-model-len 14544" in serve_command(cfg)
+    assert startup_log_line(cfg).endswith("Maximum concurrency for 14,544 tokens per request: 1.00x")
+    assert startup_error(cfg) is None
+    assert RunConfig().served_max_model_len == 40_960  # the default pool holds 2.84 such requests
+
+
+def test_an_explicit_max_model_len_that_cannot_fit_gets_vllms_startup_error():
+    message = startup_error(RunConfig(pool_gib=2, max_model_len=40_960))
+    assert "estimated maximum model length is 14544" in message
+    assert "To serve at least one request with the model's max seq len (40960)" in message
