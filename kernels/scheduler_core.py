@@ -323,6 +323,17 @@ def _grow1(a, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _emit(events, n_ev, p, ids, count, kind):
+    """Append `count` events of one kind for pass p; returns the new event count."""
+    for k in range(count):
+        events[n_ev, 0] = p
+        events[n_ev, 1] = ids[k]
+        events[n_ev, 2] = kind
+        n_ev += 1
+    return n_ev
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
     """Schedule, price and complete passes until every request finishes (or max_passes is hit).
 
@@ -360,31 +371,16 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
         if n_ev + n_pre + n_adm + n_fin + n_cu + n_first > ev_cap:
             ev_cap = 2 * ev_cap + n_pre + n_adm + n_fin + n_cu + n_first
             events = _grow2(events, ev_cap)
-        for k in range(n_pre):
-            events[n_ev, 0] = p
-            events[n_ev, 1] = out_pre[k]
-            events[n_ev, 2] = EV_PREEMPT
-            n_ev += 1
+        # Event order within a pass matches TraceBuilder.add: preempt, admit/resume, caught up, first token, finish.
+        n_ev = _emit(events, n_ev, p, out_pre, n_pre, EV_PREEMPT)
         for k in range(n_adm):
             a = out_adm[k]
             events[n_ev, 0] = p
             events[n_ev, 1] = a if a >= 0 else -a - 1
             events[n_ev, 2] = EV_ADMIT if a >= 0 else EV_RESUME
             n_ev += 1
-        for k in range(n_cu):
-            events[n_ev, 0] = p
-            events[n_ev, 1] = out_cu[k]
-            events[n_ev, 2] = EV_CAUGHT_UP
-            n_ev += 1
-        for k in range(n_first):
-            events[n_ev, 0] = p
-            events[n_ev, 1] = out_first[k]
-            events[n_ev, 2] = EV_FIRST_TOKEN
-            n_ev += 1
-        for k in range(n_fin):
-            events[n_ev, 0] = p
-            events[n_ev, 1] = out_fin[k]
-            events[n_ev, 2] = EV_FINISH
-            n_ev += 1
+        n_ev = _emit(events, n_ev, p, out_cu, n_cu, EV_CAUGHT_UP)
+        n_ev = _emit(events, n_ev, p, out_first, n_first, EV_FIRST_TOKEN)
+        n_ev = _emit(events, n_ev, p, out_fin, n_fin, EV_FINISH)
         p += 1
     return passes[:p], seconds[:p], events[:n_ev], req, state
