@@ -15,7 +15,6 @@ from engine.config import ConfigError, RunConfig
 from engine.logs import periodic_log_line, startup_log_line
 from engine.presets import GPUS, MODELS
 from engine.simulate import SimulationError, simulate
-from engine.trace import SUMMARY_KEYS
 from engine.workload import WorkloadError
 
 _DEFAULTS = RunConfig()

@@ -1,7 +1,6 @@
 """simulate(cfg): a whole run on the simulated clock, inside the numba core."""
 from __future__ import annotations
 
-import numpy as np
 
 from engine.config import ConfigError, RunConfig, check_servable
 from engine.cost_model import cost_vector
