@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import html
 import json
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
+import panel.io.location as panel_location
 import param
 
 from explorable import runs
@@ -33,8 +34,20 @@ LEDE = (
 )
 
 
+_panel_parse_query = panel_location.parse_query
+
+
+def _tolerant_parse_query(query: str) -> dict:
+    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page."""
+    try:
+        return _panel_parse_query(query)
+    except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
+        return dict(parse_qsl(query[1:], keep_blank_values=True))
+
+
 def configure() -> None:
     """Panel's extension for this app, and numba's compiled scheduler loaded before anyone waits for it."""
+    panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
     pn.extension(
         notifications=True, reconnect=True, design="bootstrap",
         global_css=[stylesheet()], disconnect_notification="", ready_notification="",
@@ -85,13 +98,21 @@ def sync_url(state: ExplorableState) -> None:
     location = pn.state.location
     if location is None:
         return
-    apply_query(state, location.query_params)
-    # Every value in the query is now valid or has been reported; sync writes the state back into the URL,
-    # replacing anything we refused, and keeps it updated as the controls move.
-    location.sync(state, {name: name for name in CONTROLS}, on_error=lambda _values: None)
+    # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
+    # 400-digit numbers into values apply_query must not meet.
+    link = dict(parse_qsl((location.search or "").lstrip("?"), keep_blank_values=True))
+    apply_query(state, link)
+
+    # From here on the URL only follows the state. (`Location.sync` would also read the link back into the
+    # controls, re-applying what apply_query refused: `?pool_gib=true` passes param's bounds as 1 and then
+    # breaks the slider.)
+    def write_url(*_):
+        location.search = "?" + urlencode(query_values(state))
+
+    state.param.watch(write_url, list(CONTROLS))
     # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
     # query once it has, so the address bar names every control from the start.
-    pn.state.onload(lambda: location.update_query(**query_values(state)))
+    pn.state.onload(write_url)
     state.previous_summary = None  # a link opens a state; it is not a change from the defaults
 
 

@@ -79,6 +79,7 @@ class GpuQueue:
                 self._cond.notify_all()
 
 
+MAX_QUEUED_RUNS = 8  # waiting or running, across every session of this server
 GPU_QUEUE = GpuQueue()  # module level on purpose: shared by every session of this server process
 
 
@@ -113,6 +114,13 @@ class LivePanel(pn.viewable.Viewer):
                               "shapes. Pass times are read off the GPU.</div>") if event.new else ""
 
     def _start(self, _event):
+        # The browser disables the toggle and hides this button when live mode is off, but a crafted
+        # websocket message can still click it: check on the server, one run per page, a bounded queue.
+        if not (self.available and self.toggle.value) or self._cancel is not None:
+            return
+        if len(GPU_QUEUE) >= MAX_QUEUED_RUNS:
+            self.status.object = "<div>The GPU queue is full; try again in a minute.</div>"
+            return
         try:
             cfg = self.state.run_config()
         except Exception as exc:

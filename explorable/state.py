@@ -154,7 +154,7 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
         raise ValueError(what)
     try:
         number = float(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # float(10**400) overflows
         raise ValueError(what) from None
     if not math.isfinite(number) or not lo <= number <= hi or (is_int and not number.is_integer()):
         raise ValueError(what)
