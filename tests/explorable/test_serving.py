@@ -98,6 +98,7 @@ def attach(server: Served, query: str = ""):
     from bokeh.client import pull_session
     from bokeh.util.token import get_session_id
 
+    import panel  # noqa: F401  (registers Panel's models, so the document deserialises)
 
     status, page = server.get("/app" + query)
     assert status == 200
