@@ -83,10 +83,6 @@ class RunConfig:
     def usable_blocks(self) -> int:
         return self.num_gpu_blocks - 1
 
-    @property
-    def declared_max_tokens(self) -> np.ndarray:
-        return np.ceil(self.declared_multiple * self.build_workload().output_len - 1e-9).astype(np.int64)
-
     def build_workload(self) -> Workload:
         if isinstance(self.workload, Workload):
             return self.workload
@@ -160,6 +156,11 @@ def _validate(cfg: RunConfig) -> None:
         )
 
 
+def declared_max_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
+    """What each client declares as max_tokens: the multiple of its real output, rounded up."""
+    return np.ceil(cfg.declared_multiple * workload.output_len - 1e-9).astype(np.int64)
+
+
 def check_servable(cfg: RunConfig, workload: Workload) -> None:
     """Refuse up front a pool that cannot hold the largest request alone (vLLM would hang, not fail)."""
     max_len = cfg.effective_max_model_len
@@ -172,7 +173,7 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
     bs = cfg.block_size
     kv = cfg.model_spec.kv_bytes_per_token
     if cfg.allocation == "reserve":
-        declared = np.ceil(cfg.declared_multiple * workload.output_len - 1e-9).astype(np.int64)
+        declared = declared_max_tokens(cfg, workload)
         need_blocks = int((-(-(workload.prompt_len + declared) // bs)).max())
         what = "reserve prompt + declared max_tokens for its largest request"
     else:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.config import RunConfig, check_servable
+from engine.config import RunConfig, check_servable, declared_max_tokens
 from engine.workload import Workload
 from kernels import scheduler_core as core
 
@@ -63,7 +63,7 @@ def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
     """
     if cfg.allocation != "reserve":
         return np.zeros(workload.num_requests, dtype=np.int64)
-    declared = np.ceil(cfg.declared_multiple * workload.output_len - 1e-9).astype(np.int64)
+    declared = declared_max_tokens(cfg, workload)
     bs = cfg.block_size
     return (-(-(workload.prompt_len + declared) // bs)) * bs
 
