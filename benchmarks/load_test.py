@@ -386,12 +386,7 @@ async def steady(sessions, args, rng_seed: int) -> dict:
             if time.monotonic() > stop_at:
                 return
             name = ("max_num_seqs", "pool_gib")[k % 2]
-            try:
-                r, c = await s.release(name, new_value(rng, name, s.values.get(name)), args.update_timeout)
-                lat.append(r)
-                if c is not None:
-                    curves.append(c)
-            except (TimeoutError, asyncio.TimeoutError):
+            if not await timed_release(s, name, rng, args, lat, curves):
                 timeouts += 1
             await asyncio.sleep(rng.uniform(args.think_min, args.think_max))
 
@@ -399,6 +394,18 @@ async def steady(sessions, args, rng_seed: int) -> dict:
     await asyncio.gather(*(student(i, s) for i, s in enumerate(sessions)))
     wall = time.perf_counter() - t0
     return {"lat": lat, "curves": curves, "timeouts": timeouts, "wall": wall}
+
+
+async def timed_release(s, name: str, rng: random.Random, args, lat: list, curves: list) -> bool:
+    """Release one slider at a fresh value; record its latencies. False if the server did not answer in time."""
+    try:
+        r, c = await s.release(name, new_value(rng, name, s.values.get(name)), args.update_timeout)
+    except (TimeoutError, asyncio.TimeoutError):
+        return False
+    lat.append(r)
+    if c is not None:
+        curves.append(c)
+    return True
 
 
 async def burst(sessions, args, rng_seed: int) -> dict:
@@ -409,12 +416,7 @@ async def burst(sessions, args, rng_seed: int) -> dict:
         async def one(i, s):
             nonlocal timeouts
             rng = random.Random(rng_seed * 7919 + b * 1000 + i)
-            try:
-                r, c = await s.release(name, new_value(rng, name, s.values.get(name)), args.update_timeout)
-                lat.append(r)
-                if c is not None:
-                    curves.append(c)
-            except (TimeoutError, asyncio.TimeoutError):
+            if not await timed_release(s, name, rng, args, lat, curves):
                 timeouts += 1
 
         await asyncio.gather(*(one(i, s) for i, s in enumerate(sessions)))
