@@ -2,8 +2,8 @@
 
 Grid (batch, kv_heads, splits). A program loads the query heads that share one KV head (padded to 16
 rows for tl.dot), walks its share of the sequence's keys in tiles of several pages, gathered through the
-block table, with an online softmax, and writes a partial output plus its log-sum-exp; three torch ops
-merge the splits. Each K/V byte is read once for the whole GQA group. Everything the kernel reads is on
+block table, with an online softmax, and writes a partial output plus its log-sum-exp; a second small kernel
+merges the splits. Each K/V byte is read once for the whole GQA group. Everything the kernel reads is on
 the device, and the grid depends only on (batch, splits), so it can be captured in a CUDA graph.
 
 Triton is optional: importing this module without it raises ImportError, and callers fall back to
@@ -132,6 +132,29 @@ def paged_decode(
         GROUP=group, GROUP_ROWS=group_rows, HEAD_DIM=head_dim, BLOCK_SIZE=block_size, TILE=tile,
         NUM_SPLITS=num_splits, DOT_PRECISION=precision, STATIC_ITERS=static_iters,
     )
-    # Merge: weight each split's output by its share of the softmax mass.
-    weights = torch.softmax(part_lse, dim=-1)
-    return (part_out * weights[..., None]).sum(dim=2).to(q.dtype)
+    out = torch.empty_like(q)
+    _merge_splits_kernel[(batch, num_q_heads)](
+        part_out, part_lse, out, part_out.stride(0), part_out.stride(1), part_out.stride(2),
+        part_lse.stride(0), part_lse.stride(1), out.stride(0), out.stride(1),
+        NUM_SPLITS=num_splits, SPLITS_P2=triton.next_power_of_2(num_splits), HEAD_DIM=head_dim, num_warps=1,
+    )
+    return out
+
+
+@triton.jit
+def _merge_splits_kernel(part_out_ptr, part_lse_ptr, out_ptr, stride_o_b, stride_o_h, stride_o_s, stride_l_b,
+                         stride_l_h, stride_out_b, stride_out_h, NUM_SPLITS: tl.constexpr, SPLITS_P2: tl.constexpr,
+                         HEAD_DIM: tl.constexpr):
+    """Weight each split's output by its share of the softmax mass (exp of its log-sum-exp), in one kernel."""
+    seq = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    splits = tl.arange(0, SPLITS_P2)
+    dims = tl.arange(0, HEAD_DIM)
+    real = splits < NUM_SPLITS
+    lse = tl.load(part_lse_ptr + seq * stride_l_b + head * stride_l_h + splits, mask=real, other=float("-inf"))
+    top = tl.max(lse, axis=0)  # finite: split 0 always holds the sequence's first key
+    weight = tl.where(lse == float("-inf"), 0.0, tl.exp(lse - top))
+    parts = tl.load(part_out_ptr + seq * stride_o_b + head * stride_o_h + splits[:, None] * stride_o_s + dims[None, :],
+                    mask=real[:, None], other=0.0)
+    merged = tl.sum(parts * weight[:, None], axis=0) / tl.sum(weight, axis=0)
+    tl.store(out_ptr + seq * stride_out_b + head * stride_out_h + dims, merged.to(out_ptr.dtype.element_ty))

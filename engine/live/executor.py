@@ -107,7 +107,6 @@ def _serve(torch, cfg, spec, scheduler, device, torch_dtype, dtype_name, weights
            cuda_graphs, stage: list[str]) -> Trace:
     from engine.live.kv_cache import PagedKVCache
     from engine.live.qwen3 import build_model
-    from engine.live.runner import ModelRunner
 
     model = kv_cache = runner = None
     try:
@@ -122,16 +121,41 @@ def _serve(torch, cfg, spec, scheduler, device, torch_dtype, dtype_name, weights
         kv_cache = PagedKVCache(spec, cfg.num_gpu_blocks, cfg.block_size, device, torch_dtype)
         use_triton = device.type == "cuda" and _triton_importable()
         stage[0] = "capturing CUDA graphs" if cuda_graphs and use_triton else "warming up"
-        runner = ModelRunner(model, kv_cache, max_num_seqs=cfg.max_num_seqs,
-                             max_model_len=cfg.effective_max_model_len, use_triton=use_triton,
-                             use_cuda_graphs=cuda_graphs)
-        if device.type == "cuda":
-            runner.warm_up()
+        runner, fallback = _start_runner(torch, model, kv_cache, cfg, device, use_triton, cuda_graphs)
+        runner.fallback = fallback
         stage[0] = "serving the workload"
         return _serve_loop(torch, cfg, spec, scheduler, runner, device, dtype_name, weights_dir, progress, cancel)
     finally:
         # Drop the frame's references even when an exception (cancel, OOM) keeps this frame alive.
         model = kv_cache = runner = None
+
+
+def _start_runner(torch, model, kv_cache, cfg: RunConfig, device, use_triton: bool, cuda_graphs: bool):
+    """A warmed-up runner, and why the Triton kernels were dropped if they were. A kernel that fails to
+    compile or launch on this GPU (a driver or Triton version the project never met) costs speed, not the
+    run: the torch ops compute the same numbers."""
+    from engine.live.runner import ModelRunner
+
+    def start(triton: bool):
+        runner = ModelRunner(model, kv_cache, max_num_seqs=cfg.max_num_seqs,
+                             max_model_len=cfg.effective_max_model_len, use_triton=triton,
+                             use_cuda_graphs=cuda_graphs and triton)
+        if device.type == "cuda":
+            runner.warm_up()
+        return runner
+
+    if not use_triton:
+        return start(False), None
+    try:
+        return start(True), None
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (Triton compile/launch errors have no common base class)
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        return start(False), f"Triton kernels failed here ({type(exc).__name__}: {first_line}); ran torch ops"
 
 
 def _serve_loop(torch, cfg, spec, scheduler, runner, device, dtype_name, weights_dir, progress, cancel) -> Trace:
@@ -185,6 +209,8 @@ def _serve_loop(torch, cfg, spec, scheduler, runner, device, dtype_name, weights
         "dtype": dtype_name,
         "weights": weights_dir or f"random N(0, 0.02), seed {cfg.seed}",
         "attention": "triton split-KV paged decode" if runner.use_triton else "gather + SDPA",
+        "kernels": ("fused Triton norms, rotary, SwiGLU" if runner.use_triton
+                    else getattr(runner, "fallback", None) or "torch ops"),
         "cuda_graph_passes": graph_passes,
         "measured_tok_s": output_tokens / measured if measured > 0 else 0.0,
         "wall_tok_s": output_tokens / float(np.sum(wall_s)) if wall_s else 0.0,
@@ -214,7 +240,8 @@ def _resolve_device(torch, device: str):
 
 def _triton_importable() -> bool:
     try:
-        import kernels.paged_decode_triton  # noqa: F401  (triton present and the kernel module loads)
+        import kernels.fused_ops_triton  # noqa: F401  (triton present and the kernel modules load)
+        import kernels.paged_decode_triton  # noqa: F401
     except ImportError:
         return False
     return True

@@ -1,9 +1,9 @@
 """The paged KV pool: one tensor [2, layers, num_blocks, block_size, kv_heads, head_dim].
 
 The block count is the run config's (`cfg.num_gpu_blocks`, null block 0 included), so the real pool
-hits the memory wall the simulator shows; the per-block shape comes from the live model. Keys and
-values are written by each attention layer through `store_kv` (`index_copy_` on a flat slot view,
-slot = block * block_size + offset).
+hits the memory wall the simulator shows; the per-block shape comes from the live model. Each attention
+layer writes its keys and values by flat slot (slot = block * block_size + offset; see
+kernels.fused_ops.qk_norm_rope_store).
 """
 from __future__ import annotations
 
@@ -35,16 +35,7 @@ class PagedKVCache:
         return [(self.kv[0, i], self.kv[1, i]) for i in range(self.kv.shape[1])]
 
 
-
 def slot_mapping(block_ids: list[int], start: int, count: int, block_size: int) -> np.ndarray:
     """Flat slots of positions start..start+count-1 of a sequence whose pages are `block_ids`."""
     pos = np.arange(start, start + count)
     return np.asarray(block_ids, dtype=np.int64)[pos // block_size] * block_size + pos % block_size
-
-
-def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor, k: torch.Tensor,
-             v: torch.Tensor) -> None:
-    """Write one layer's new keys/values [T, kv_heads, head_dim] into their slots (graph-safe, CPU-friendly)."""
-    flat = (-1, k.shape[1], k.shape[2])
-    k_cache.view(flat).index_copy_(0, slots, k)
-    v_cache.view(flat).index_copy_(0, slots, v)

@@ -1,10 +1,10 @@
 """A Qwen3-architecture decoder in plain torch, reading and writing a paged KV cache.
 
-Parameter names are Hugging Face's (`model.layers.{i}.self_attn.q_proj.weight`, ...), so a real
-checkpoint loads with `load_state_dict`. The forward pass takes a flat batch of tokens from many
-sequences (prefill chunks and decodes mixed) plus an `AttentionMetadata` saying where each token's
-keys and values live in the pages; it returns hidden states, and `compute_logits` finishes the rows
-that sample. Only shapes matter for throughput, so random weights are the default.
+q/k/v and gate/up are fused into one projection each, as vLLM does; `hf_parameters()` names every
+weight as Hugging Face does (`model.layers.{i}.self_attn.q_proj.weight`, ...), so a real checkpoint
+loads by name. The forward pass takes a flat batch of tokens from many sequences (prefill chunks and
+decodes mixed) plus an `AttentionMetadata` saying where each token's keys and values live in the pages;
+it returns hidden states, and `compute_logits` finishes the rows that sample. Only shapes matter for throughput, so random weights are the default.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.live.kv_cache import store_kv
 from engine.presets import ModelSpec
+from kernels.fused_ops import add_rms_norm, qk_norm_rope_store, rope_table, silu_and_mul
 from kernels.paged_attention import paged_decode_reference, paged_prefill_reference
 
 # Shapes the live executor can build without a checkpoint.
@@ -52,58 +52,43 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(size, **factory))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # As Hugging Face: normalise in fp32, cast back, then scale.
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
-
-
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Neox-style rotary embedding over the whole head, computed in fp32. x: [T, H, D]."""
-    head_dim = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=x.device, dtype=torch.float32) / head_dim))
-    freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
-    angles = torch.cat((freqs, freqs), dim=-1)[:, None, :]
-    cos, sin = angles.cos(), angles.sin()
-    xf = x.float()
-    half = head_dim // 2
-    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
-    return (xf * cos + rotated * sin).to(x.dtype)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None,
+                use_triton: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual), as one fused kernel when use_triton."""
+        return add_rms_norm(x, residual, self.weight, self.eps, use_triton)
 
 
 class Qwen3Attention(nn.Module):
+    """q, k and v come from one fused projection (one GEMM; Hugging Face's three weights are its row blocks)."""
+
     def __init__(self, spec: ModelSpec, **factory) -> None:
         super().__init__()
         h, d = spec.hidden_size, spec.head_dim
         self.num_q_heads, self.num_kv_heads, self.head_dim = spec.num_q_heads, spec.num_kv_heads, d
-        self.rope_theta = spec.rope_theta
         self.scale = d ** -0.5
-        self.q_proj = nn.Linear(h, spec.num_q_heads * d, bias=False, **factory)
-        self.k_proj = nn.Linear(h, spec.num_kv_heads * d, bias=False, **factory)
-        self.v_proj = nn.Linear(h, spec.num_kv_heads * d, bias=False, **factory)
+        self.qkv_proj = nn.Linear(h, (spec.num_q_heads + 2 * spec.num_kv_heads) * d, bias=False, **factory)
         self.o_proj = nn.Linear(spec.num_q_heads * d, h, bias=False, **factory)
         self.q_norm = RMSNorm(d, spec.rms_norm_eps, **factory)
         self.k_norm = RMSNorm(d, spec.rms_norm_eps, **factory)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, rope: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         t = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(t, self.num_q_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(t, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
-        q = apply_rope(q, positions, self.rope_theta)
-        k = apply_rope(k, positions, self.rope_theta)
         # Store first: every query then reads its own key from the pages like any other.
-        store_kv(k_cache, v_cache, meta.slot_mapping, k, v)
-        out = torch.empty_like(q)
+        q = qk_norm_rope_store(self.qkv_proj(x), positions, self.q_norm.weight, self.k_norm.weight, rope,
+                               self.q_norm.eps, k_cache, v_cache, meta.slot_mapping, self.num_q_heads,
+                               self.num_kv_heads, meta.use_triton)
         nd = meta.num_decodes
-        if nd:
-            out[:nd] = _decode_attention(q[:nd], k_cache, v_cache, meta, self.scale)
-        for chunk in meta.prefills:
-            rows = slice(chunk.start, chunk.start + chunk.num_tokens)
-            out[rows] = paged_prefill_reference(q[rows], k_cache, v_cache, chunk.block_ids, chunk.computed_before,
-                                                self.scale)
+        if not meta.prefills:  # a decode-only pass: the attention output is the whole result
+            out = _decode_attention(q, k_cache, v_cache, meta, self.scale)
+        else:
+            out = torch.empty_like(q)
+            if nd:
+                out[:nd] = _decode_attention(q[:nd], k_cache, v_cache, meta, self.scale)
+            for chunk in meta.prefills:
+                rows = slice(chunk.start, chunk.start + chunk.num_tokens)
+                out[rows] = paged_prefill_reference(q[rows], k_cache, v_cache, chunk.block_ids,
+                                                    chunk.computed_before, self.scale)
         return self.o_proj(out.view(t, self.num_q_heads * self.head_dim))
 
 
@@ -118,15 +103,16 @@ def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
 
 
 class Qwen3MLP(nn.Module):
+    """SwiGLU with gate and up fused into one projection [2 I, H] (Hugging Face's two weights, stacked)."""
+
     def __init__(self, spec: ModelSpec, **factory) -> None:
         super().__init__()
         h, i = spec.hidden_size, spec.intermediate_size
-        self.gate_proj = nn.Linear(h, i, bias=False, **factory)
-        self.up_proj = nn.Linear(h, i, bias=False, **factory)
+        self.gate_up_proj = nn.Linear(h, 2 * i, bias=False, **factory)
         self.down_proj = nn.Linear(i, h, bias=False, **factory)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x: torch.Tensor, use_triton: bool = False) -> torch.Tensor:
+        return self.down_proj(silu_and_mul(self.gate_up_proj(x), use_triton))
 
 
 class Qwen3DecoderLayer(nn.Module):
@@ -137,9 +123,14 @@ class Qwen3DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, **factory)
         self.mlp = Qwen3MLP(spec, **factory)
 
-    def forward(self, x, positions, k_cache, v_cache, meta):
-        x = x + self.self_attn(self.input_layernorm(x), positions, k_cache, v_cache, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, residual, positions, rope, k_cache, v_cache, meta):
+        """vLLM's residual convention: the add that closes a sublayer is fused into the next norm, so a
+        layer returns its MLP output and the residual stream separately."""
+        fused = meta.use_triton
+        x, residual = self.input_layernorm(x, residual, fused)
+        x = self.self_attn(x, positions, rope, k_cache, v_cache, meta)
+        x, residual = self.post_attention_layernorm(x, residual, fused)
+        return self.mlp(x, fused), residual
 
 
 class Qwen3Model(nn.Module):
@@ -150,8 +141,14 @@ class Qwen3Model(nn.Module):
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, **factory)
 
 
+# Hugging Face names of the row blocks of each fused weight, in order.
+PACKED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+          "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+
+
 class Qwen3ForCausalLM(nn.Module):
-    """Qwen3ForCausalLM's layout: `model.*` plus `lm_head` (shared with the embedding when tied)."""
+    """Qwen3ForCausalLM's layout: `model.*` plus `lm_head` (shared with the embedding when tied), with q/k/v
+    and gate/up fused; `hf_parameters()` gives every weight under its Hugging Face name."""
 
     def __init__(self, spec: ModelSpec, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
@@ -163,19 +160,48 @@ class Qwen3ForCausalLM(nn.Module):
             self.lm_head = None
         else:
             self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False, **factory)
+        self.rope: torch.Tensor | None = None  # cos/sin table, built for the positions a runner will use
+        if self.model.embed_tokens.weight.device.type != "meta":
+            self.prepare_rope(spec.max_model_len)
+
+    def prepare_rope(self, max_positions: int) -> None:
+        """(Re)build the rotary table if it covers fewer than max_positions positions or sits elsewhere."""
+        device = self.model.embed_tokens.weight.device
+        if self.rope is None or self.rope.shape[0] < max_positions or self.rope.device != device:
+            size = max(max_positions, 0 if self.rope is None else self.rope.shape[0])
+            self.rope = rope_table(self.spec.head_dim, self.spec.rope_theta, size, device)
+
+    def hf_parameters(self) -> dict[str, torch.Tensor]:
+        """Every weight under its Hugging Face checkpoint name; fused weights give views of their blocks."""
+        spec = self.spec
+        sizes = {"self_attn.qkv_proj": [spec.num_q_heads * spec.head_dim] + [spec.num_kv_heads * spec.head_dim] * 2,
+                 "mlp.gate_up_proj": [spec.intermediate_size] * 2}
+        params = {}
+        for name, param in self.named_parameters():
+            module = name.removesuffix(".weight")
+            packed = next((key for key in PACKED if module.endswith("." + key)), None)
+            if packed is None:
+                params[name] = param
+                continue
+            prefix = module[: -len(packed)]
+            for part, view in zip(PACKED[packed], param.split(sizes[packed], dim=0)):
+                params[f"{prefix}{part}.weight"] = view
+        return params
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 kv_layers: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata) -> torch.Tensor:
         """Hidden states [T, hidden] before the final norm; the KV of every token lands in its slot."""
-        x = self.model.embed_tokens(input_ids)
+        if self.rope is None:
+            self.prepare_rope(self.spec.max_model_len)
+        x, residual = self.model.embed_tokens(input_ids), None
         for layer, (k_cache, v_cache) in zip(self.model.layers, kv_layers):
-            x = layer(x, positions, k_cache, v_cache, meta)
-        return x
+            x, residual = layer(x, residual, positions, self.rope, k_cache, v_cache, meta)
+        return x + residual
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def compute_logits(self, hidden: torch.Tensor, use_triton: bool = False) -> torch.Tensor:
         """Final norm and output layer, for just the rows that sample."""
         weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(self.model.norm(hidden), weight)
+        return F.linear(self.model.norm(hidden, None, use_triton)[0], weight)
 
 
 @torch.no_grad()
@@ -195,4 +221,5 @@ def build_model(spec: ModelSpec, device: torch.device | str, dtype: torch.dtype,
         model = Qwen3ForCausalLM(spec, dtype=dtype)
     model = model.to_empty(device=device)
     init_random_(model, seed)
+    model.prepare_rope(spec.max_model_len)
     return model.eval().requires_grad_(False)

@@ -70,6 +70,7 @@ class ModelRunner:
     def __init__(self, model: Qwen3ForCausalLM, kv_cache: PagedKVCache, *, max_num_seqs: int,
                  max_model_len: int, use_triton: bool, use_cuda_graphs: bool) -> None:
         self.model = model
+        model.prepare_rope(max_model_len)  # rotary table for every position a pass can reach
         self.kv_cache = kv_cache
         self.kv_layers = kv_cache.layers()
         self.block_size = kv_cache.block_size
@@ -118,7 +119,8 @@ class ModelRunner:
         logits = None
         sampled_t = None
         if sample_rows:
-            logits = self.model.compute_logits(hidden[self._to_device(np.asarray(sample_rows, dtype=np.int64))])
+            logits = self.model.compute_logits(hidden[self._to_device(np.asarray(sample_rows, dtype=np.int64))],
+                                                 self.use_triton)
             sampled_t = logits.argmax(dim=-1)
         if end_event is not None:
             end_event.record()

@@ -92,7 +92,7 @@ def load_weights(model, weights_dir: str | Path) -> int:
     files = sorted(Path(weights_dir).glob("*.safetensors"))
     if not files:
         raise LiveError(f"no *.safetensors files in {weights_dir}")
-    params = dict(model.named_parameters())
+    params = model.hf_parameters()  # fused weights appear as views of their Hugging Face blocks
     loaded: set[str] = set()
     with torch.no_grad():
         for file in files:

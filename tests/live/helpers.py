@@ -22,7 +22,7 @@ def contiguous_logits(model, tokens: list[int]) -> torch.Tensor:
     """Logits at every position of one sequence, from the weights alone: full causal attention over a
     contiguous K/V, written independently of engine.live.qwen3 (no pages, no cache, no shared helpers)."""
     spec = model.spec
-    sd = {k: v.double() for k, v in model.state_dict().items()}
+    sd = {k: v.double() for k, v in model.hf_parameters().items()}
     hq, hkv, d = spec.num_q_heads, spec.num_kv_heads, spec.head_dim
     n = len(tokens)
 

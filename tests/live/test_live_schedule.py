@@ -88,3 +88,28 @@ def test_a_set_cancel_event_stops_the_run_between_passes():
     with pytest.raises(LiveCancelled, match="after 4 passes"):
         run_live(tight_config(), model_preset="tiny", device="cpu", progress=progress, cancel=cancel)
     assert calls == [0, 1, 2, 3]
+
+
+def test_triton_kernels_that_fail_on_this_gpu_fall_back_to_torch_ops(monkeypatch):
+    # A Triton compile or launch failure (an unmet driver, say) must cost speed, not the run.
+    import torch
+
+    from engine.live import executor
+    from engine.live.kv_cache import PagedKVCache
+    from engine.live.qwen3 import build_model
+    from engine.live.runner import ModelRunner
+    from engine.presets import MODELS
+
+    real_init = ModelRunner.__init__
+
+    def init(self, *args, use_triton, **kwargs):
+        if use_triton:
+            raise RuntimeError("PTX .version 8.7 does not support .target sm_90a\nmore detail")
+        real_init(self, *args, use_triton=use_triton, **kwargs)
+
+    monkeypatch.setattr(ModelRunner, "__init__", init)
+    model = build_model(MODELS["tiny"], "cpu", torch.float32)
+    cache = PagedKVCache(model.spec, 14, 16, "cpu", torch.float32)
+    runner, why = executor._start_runner(torch, model, cache, tight_config(), torch.device("cpu"), True, True)
+    assert runner.use_triton is False and not runner.graphs
+    assert why.startswith("Triton kernels failed here (RuntimeError: PTX .version 8.7") and "more detail" not in why
