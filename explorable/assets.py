@@ -1,16 +1,74 @@
-"""Where the explorable's static files live (the repo's `assets/`), and the stylesheet every view shares."""
+"""Where the explorable's static files live (the repo's `assets/`), and the stylesheet every view shares.
+
+Panel renders each component in its own shadow root, so every styled pane, button and layout needs the
+explorable's CSS itself. Given as text, Bokeh would serialise one copy per component (about 50 on a page,
+300 kB of every page open); given as one `InlineStyleSheet` model, it goes out once per document and
+each component refers to it by id. The browser still puts a <style> with the text into each shadow root,
+exactly as it does for text.
+"""
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 from pathlib import Path
 
+import panel as pn
+from bokeh.document import Document
+from bokeh.models import InlineStyleSheet
+from bokeh.models.css import StyleSheet
+from panel.viewable import Layoutable
+
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+SHEET_NAME = "explorable-css"  # the stylesheet model's name, to find it in a document
 
 
 @lru_cache(maxsize=None)
-def stylesheet() -> str:
-    """The CSS text of assets/explorable.css (components render in shadow roots, so each gets it)."""
+def stylesheet_css() -> str:
+    """The CSS text of assets/explorable.css (also Panel's global_css, for the page outside the components)."""
     return (ASSETS_DIR / "explorable.css").read_text()
+
+
+def _accept_stylesheet_models() -> None:
+    """Let components' `stylesheets` hold Bokeh StyleSheet models as well as text.
+
+    Panel 1.9 declares the parameter as a list of str, yet it hands Bokeh models through untouched (it
+    turns its own `.css` URLs into `ImportedStyleSheet` models, one per document, the same way), and
+    Bokeh's `stylesheets` property takes them. Only the declaration is widened, once, on the class that
+    defines it (every component shares that parameter).
+    """
+    declared = Layoutable.param.stylesheets
+    item_type = getattr(declared, "item_type", None)
+    if item_type is None:  # a Panel that does not restrict the items has nothing to widen
+        return
+    allowed = item_type if isinstance(item_type, tuple) else (item_type,)
+    if StyleSheet not in allowed:
+        declared.item_type = (*allowed, StyleSheet)
+
+
+_accept_stylesheet_models()
+
+# One sheet per document: a Bokeh model belongs to a single document, so the sheet cannot be shared by
+# every session. Weak both ways: the entry goes with the document, and the sheet lives as long as the
+# components that use it (a strong value would keep its document alive through the model's back-reference).
+_SHEETS: weakref.WeakKeyDictionary[Document, weakref.ref[InlineStyleSheet]] = weakref.WeakKeyDictionary()
+
+
+def stylesheet() -> InlineStyleSheet:
+    """The explorable's CSS for a component of the page being built: `stylesheets=[stylesheet()]`.
+
+    Within a page (Panel's current document: a served session, or `panel.io.state.set_curdoc`) every call
+    returns the same model, so the document carries the text once. With no current document (a page built
+    for a test or a notebook) each call gets a model of its own, which works in any document.
+    """
+    doc = pn.state.curdoc
+    if doc is None:
+        return InlineStyleSheet(css=stylesheet_css(), name=SHEET_NAME)
+    ref = _SHEETS.get(doc)
+    sheet = ref() if ref is not None else None
+    if sheet is None:
+        sheet = InlineStyleSheet(css=stylesheet_css(), name=SHEET_NAME)
+        _SHEETS[doc] = weakref.ref(sheet)
+    return sheet
 
 
 @lru_cache(maxsize=None)

@@ -15,7 +15,7 @@ import panel.io.location as panel_location
 import param
 
 from explorable import runs
-from explorable.assets import logo_svg, stylesheet
+from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
 from explorable.guide import Guide
@@ -50,7 +50,7 @@ def configure() -> None:
     panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
     pn.extension(
         notifications=True, reconnect=True, design="bootstrap",
-        global_css=[stylesheet()], disconnect_notification="", ready_notification="",
+        global_css=[stylesheet_css()], disconnect_notification="", ready_notification="",
     )
     runs.warm()
 

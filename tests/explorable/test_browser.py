@@ -134,6 +134,32 @@ def test_the_page_opens_with_the_default_readouts(server, page):
     page.screenshot(path=str(ARTIFACTS / "explorable-default.png"))
 
 
+def test_the_shared_stylesheet_styles_each_component(server, page):
+    """The one stylesheet model reaches every shadow root that asked for it: header, sidebar, readout cards."""
+    open_app(page, server)
+    css = lambda selector, prop: page.locator(selector).first.evaluate(  # noqa: E731
+        f"el => getComputedStyle(el).getPropertyValue('{prop}')")
+    assert css("#title", "font-size") == "26px"
+    assert css(".readout", "background-color") == "rgb(245, 246, 248)"  # --panel
+    assert css(".readout-value", "font-size") == "30px"
+    assert css(".terminal", "background-color") == "rgb(20, 24, 31)"
+    sidebar = page.locator(".sidebar").first.evaluate("el => getComputedStyle(el).backgroundColor")
+    assert sidebar == "rgb(245, 246, 248)"  # :host(.sidebar)
+    # The sheet is one model in the browser's document, installed in many shadow roots.
+    counts = page.evaluate("""() => {
+        const sheets = [...Bokeh.documents[0].all_models].filter(m => m.type === 'InlineStyleSheet'
+            && m.css.includes('.readout-value'));
+        const roots = [];
+        const walk = (node) => { for (const el of node.querySelectorAll('*')) if (el.shadowRoot) {
+            roots.push(el.shadowRoot); walk(el.shadowRoot); } };
+        walk(document);
+        const styled = roots.filter(r => [...r.children]
+            .some(s => s.tagName === 'STYLE' && s.textContent.includes('.readout-value'))).length;
+        return {sheets: sheets.length, styled};
+    }""")
+    assert counts["sheets"] == 1 and counts["styled"] >= 40, counts
+
+
 def test_moving_max_num_seqs_to_64_is_faster_and_evicts_nobody(server, page):
     open_app(page, server)
     before = value(page, "throughput_tok_s")

@@ -203,6 +203,24 @@ def test_ten_sessions_opened_and_closed_leave_the_server_serving(server):
     assert server.tracebacks()[before:] == []
 
 
+def test_a_served_page_carries_the_stylesheet_once(server):
+    """assets/explorable.css goes out once in the page's document (one model the components share) and once in
+    the HTML (Panel's global_css), not once per component."""
+    from bokeh.protocol import Protocol
+
+    from explorable.assets import stylesheet_css
+
+    css = stylesheet_css()
+    session, page = attach(server)
+    try:
+        doc_text = Protocol().create("PULL-DOC-REPLY", "req", session.document).content_json
+        assert doc_text.count(json.dumps(css)[1:-1]) == 1
+        assert page.count(css) <= 1
+        assert len(doc_text) < 250_000  # it was ~436 kB with a copy per component
+    finally:
+        session.close()
+
+
 def load_test_client():
     """benchmarks/load_test.py's browser-free tab (GET, websocket, PULL-DOC, document_ready, PATCH-DOC)."""
     import importlib.util
