@@ -1,13 +1,14 @@
-"""Kernels per decode pass of the live model: the torch-op path against the fused Triton path, on a CPU.
+"""Kernel launches per pass of the live model: the torch-op path against the fused Triton path, on a CPU.
 
     python benchmarks/decode_kernels.py
 
 At batch 1 a Qwen3-8B decode pass should cost what reading its 16 GB of weights costs (~5 ms on an H100).
 Every extra kernel adds a fixed few microseconds even inside a CUDA graph, so the count of launches per
 layer decides whether batch-1 decode can reach the bandwidth roofline. This counts them without a GPU:
-aten ops that launch work (views, no-op casts and allocations excluded) plus Triton launches, for one
-bf16 decode pass of a model with Qwen3's layer structure (the tiny preset's sizes: the count does not
-depend on sizes). Triton runs in its interpreter here; only launches are counted, not timed.
+aten ops that launch work (views, no-op casts and allocations excluded) plus Triton launches, for a bf16
+decode pass and a mixed pass (decodes plus three prompts, whose attention the torch path runs chunk by
+chunk) of a model with Qwen3's layer structure (the tiny preset's sizes: the count does not depend on
+sizes). Triton runs in its interpreter here; only launches are counted, not timed.
 The last column multiplies by Qwen3-8B's 36 layers and by an assumed ~2.5 us per small kernel: a
 projection to read beside benchmarks/live_gpu.py's measurements, not a measurement.
 """
@@ -54,7 +55,7 @@ TRITON_LAUNCHES: Counter = Counter()
 def count_triton_launches() -> bool:
     """Wrap every @triton.jit kernel of the live model so a launch bumps TRITON_LAUNCHES; False without triton."""
     try:
-        from kernels import fused_ops_triton, paged_decode_triton
+        from kernels import fused_ops_triton, paged_decode_triton, paged_prefill_triton
     except ImportError:
         return False
 
@@ -71,15 +72,16 @@ def count_triton_launches() -> bool:
                     return launch(*args, **kwargs)
             return run
 
-    for module in (fused_ops_triton, paged_decode_triton):
+    for module in (fused_ops_triton, paged_decode_triton, paged_prefill_triton):
         for name in dir(module):
             if name.startswith("_") and name.endswith("_kernel"):
                 setattr(module, name, Counted(getattr(module, name), name.strip("_")))
     return True
 
 
-def decode_pass_launches(use_triton: bool, num_layers: int, batch: int = 4) -> Counter:
-    """Launches of one bf16 decode pass (aten ops that run work, plus Triton kernels)."""
+def pass_launches(use_triton: bool, num_layers: int, prompts: int, batch: int = 4) -> Counter:
+    """Launches of one bf16 pass (aten ops that run work, plus Triton kernels): `batch` decodes and
+    `prompts` whole 24-token prompts."""
     from dataclasses import replace
 
     from engine.live.kv_cache import PagedKVCache
@@ -90,10 +92,11 @@ def decode_pass_launches(use_triton: bool, num_layers: int, batch: int = 4) -> C
     spec = replace(MODELS["tiny"], num_layers=num_layers)
     model = build_model(spec, "cpu", torch.bfloat16)
     cache = PagedKVCache(spec, 64, 16, "cpu", torch.bfloat16)
-    runner = ModelRunner(model, cache, max_num_seqs=batch, max_model_len=256, use_triton=use_triton,
+    runner = ModelRunner(model, cache, max_num_seqs=batch + prompts, max_model_len=256, use_triton=use_triton,
                          use_cuda_graphs=False)
-    tables = [[1 + 2 * i, 2 + 2 * i] for i in range(batch)]
-    step = PassInput([np.array([7])] * batch, [20] * batch, tables, [True] * batch)
+    tables = [[1 + 2 * i, 2 + 2 * i] for i in range(batch + prompts)]
+    step = PassInput([np.array([7])] * batch + [np.arange(24)] * prompts, [20] * batch + [0] * prompts, tables,
+                     [True] * (batch + prompts))
     runner.execute(step)  # warm: nothing lazy is counted
     TRITON_LAUNCHES.clear()
     mode = CountLaunches()
@@ -109,16 +112,18 @@ def main() -> int:
     else:
         print("triton is not installed: only the torch-op path is counted")
     rows = []
-    for label, use_triton in paths:
-        # Launches outside the layers (embedding, final add, norm, lm_head, argmax) do not grow with depth:
-        # passes of a 1-layer and a 2-layer model separate them from the per-layer count.
-        one, two = decode_pass_launches(use_triton, 1), decode_pass_launches(use_triton, 2)
-        per_layer = sum(two.values()) - sum(one.values())
-        rows.append((label, per_layer, sum(one.values()) - per_layer, one))
-    print(f"{'decode pass (bf16)':<20}{'per layer':>10}{'outside':>9}{'Qwen3-8B pass':>15}{'~fixed cost':>13}")
+    for prompts, kind in ((0, "decode"), (3, "mixed")):
+        for label, use_triton in paths:
+            # Launches outside the layers (embedding, final add, norm, lm_head, argmax) do not grow with depth:
+            # passes of a 1-layer and a 2-layer model separate them from the per-layer count.
+            one, two = pass_launches(use_triton, 1, prompts), pass_launches(use_triton, 2, prompts)
+            per_layer = sum(two.values()) - sum(one.values())
+            rows.append((f"{kind}: {label}", per_layer, sum(one.values()) - per_layer, one))
+    print("bf16 passes of 4 decodes (decode), and 4 decodes + 3 whole prompts (mixed)")
+    print(f"{'pass: path':<24}{'per layer':>10}{'outside':>9}{'Qwen3-8B pass':>15}{'~fixed cost':>13}")
     for label, per_layer, outside, _ in rows:
         total = per_layer * QWEN3_8B_LAYERS + outside
-        print(f"{label:<20}{per_layer:>10}{outside:>9}{total:>15,}{total * US_PER_SMALL_KERNEL / 1e3:>10.1f} ms")
+        print(f"{label:<24}{per_layer:>10}{outside:>9}{total:>15,}{total * US_PER_SMALL_KERNEL / 1e3:>10.1f} ms")
     for label, *_, ops in rows:
         print(f"{label}, 1-layer pass: " + ", ".join(f"{name} {n}" for name, n in ops.most_common()))
     print(f"(~fixed cost: launches x {US_PER_SMALL_KERNEL} us, an assumption; a Qwen3-8B bf16 decode reads "

@@ -135,7 +135,8 @@ def live_vs_predicted(cfg: RunConfig, model_preset: str, device: str, dtype: str
     return {"trace": trace, "passes": trace.num_passes, "measured_tok_s": extra["measured_tok_s"],
             "wall_tok_s": extra["wall_tok_s"], "predicted_tok_s": extra["predicted_tok_s"],
             "gpu_ms_per_pass": extra["gpu_ms_per_pass"], "wall_ms_per_pass": extra["wall_ms_per_pass"],
-            "graph_passes": extra["cuda_graph_passes"], "digest_matches": trace.digest == simulate(cfg).digest}
+            "graph_passes": extra["cuda_graph_passes"], "digest_matches": trace.digest == simulate(cfg).digest,
+            "attention": extra["attention"], "kernels": extra["kernels"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     run = live_vs_predicted(cfg, preset, device.type, dtype_name)
     print(f"default scenario live: {run['measured_tok_s']:,.0f} tok/s measured, {run['predicted_tok_s']:,.0f} "
-          f"predicted ({time.perf_counter() - t0:.0f} s)")
+          f"predicted ({time.perf_counter() - t0:.0f} s); {run['attention']}; {run['kernels']}")
     spec = calibrate_from_trace(run["trace"])
     register_gpu(spec)
     extra = run["trace"].extra

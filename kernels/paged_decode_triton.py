@@ -105,9 +105,10 @@ def paged_decode(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int = 1,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [B, Hq, D]; caches [num_blocks, block_size, Hkv, D]; block_tables int32 [B, max_blocks];
-    seq_lens int32 [B] (>= 1 each). Returns [B, Hq, D] in q's dtype."""
+    seq_lens int32 [B] (>= 1 each). Returns [B, Hq, D] in q's dtype, written into `out` when given."""
     batch, num_q_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     group = num_q_heads // num_kv_heads
@@ -132,7 +133,9 @@ def paged_decode(
         GROUP=group, GROUP_ROWS=group_rows, HEAD_DIM=head_dim, BLOCK_SIZE=block_size, TILE=tile,
         NUM_SPLITS=num_splits, DOT_PRECISION=precision, STATIC_ITERS=static_iters,
     )
-    out = torch.empty_like(q)
+    if out is None:
+        out = torch.empty_like(q)
+    assert out.shape == q.shape and out.stride(-1) == 1
     _merge_splits_kernel[(batch, num_q_heads)](
         part_out, part_lse, out, part_out.stride(0), part_out.stride(1), part_out.stride(2),
         part_lse.stride(0), part_lse.stride(1), out.stride(0), out.stride(1),

@@ -18,7 +18,8 @@ from engine.workload import WorkloadError
 
 # Measured figures added to the simulator's summary keys.
 LIVE_KEYS = ("measured_tok_s", "wall_tok_s", "predicted_tok_s", "predicted_gpu", "gpu_ms_per_pass",
-             "wall_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype", "attention", "weights")
+             "wall_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype", "attention", "kernels",
+             "weights")
 
 
 def live_summary(trace: Trace) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def _table(summary: dict[str, Any]) -> str:
         ("device", summary["device"]),
         ("model (live)", f"{summary['model_preset']}, {summary['dtype']}, {summary['weights']}"),
         ("attention", f"{summary['attention']}; CUDA-graph passes {summary['cuda_graph_passes']:,}"),
+        ("other kernels", summary.get("kernels", "torch ops")),
         ("passes", f"{summary['passes']:,}"),
         ("finished requests", f"{summary['finished_requests']:,}"),
         ("preemptions", f"{summary['preemptions']:,}"),

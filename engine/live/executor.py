@@ -208,7 +208,8 @@ def _serve_loop(torch, cfg, spec, scheduler, runner, device, dtype_name, weights
         "model_preset": spec.name,
         "dtype": dtype_name,
         "weights": weights_dir or f"random N(0, 0.02), seed {cfg.seed}",
-        "attention": "triton split-KV paged decode" if runner.use_triton else "gather + SDPA",
+        "attention": ("triton split-KV paged decode, one-launch paged prefill" if runner.use_triton
+                      else "gather + SDPA"),
         "kernels": ("fused Triton norms, rotary, SwiGLU" if runner.use_triton
                     else getattr(runner, "fallback", None) or "torch ops"),
         "cuda_graph_passes": graph_passes,

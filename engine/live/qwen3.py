@@ -41,9 +41,14 @@ class AttentionMetadata:
     num_decodes: int
     decode_block_tables: torch.Tensor | None = None  # int32 [num_decodes, max_blocks]
     decode_seq_lens: torch.Tensor | None = None  # int32 [num_decodes], keys incl. the new token
-    prefills: list[PrefillChunk] = field(default_factory=list)
+    prefills: list[PrefillChunk] = field(default_factory=list)  # torch path: one entry per chunk
     decode_num_splits: int = 1
     use_triton: bool = False
+    # Triton path: every chunk in one launch (kernels.paged_prefill_triton); None when there are none.
+    prefill_tables: torch.Tensor | None = None  # int32 [num_chunks, width]
+    prefill_tiles: torch.Tensor | None = None  # int32 [num_tiles, 2]
+    prefill_chunks: torch.Tensor | None = None  # int32 [num_chunks, 3]
+    prefill_max_kv_len: int = 0
 
 
 class RMSNorm(nn.Module):
@@ -78,28 +83,32 @@ class Qwen3Attention(nn.Module):
         q = qk_norm_rope_store(self.qkv_proj(x), positions, self.q_norm.weight, self.k_norm.weight, rope,
                                self.q_norm.eps, k_cache, v_cache, meta.slot_mapping, self.num_q_heads,
                                self.num_kv_heads, meta.use_triton)
+        out = torch.empty_like(q)
         nd = meta.num_decodes
-        if not meta.prefills:  # a decode-only pass: the attention output is the whole result
-            out = _decode_attention(q, k_cache, v_cache, meta, self.scale)
-        else:
-            out = torch.empty_like(q)
-            if nd:
-                out[:nd] = _decode_attention(q[:nd], k_cache, v_cache, meta, self.scale)
-            for chunk in meta.prefills:
-                rows = slice(chunk.start, chunk.start + chunk.num_tokens)
-                out[rows] = paged_prefill_reference(q[rows], k_cache, v_cache, chunk.block_ids,
-                                                    chunk.computed_before, self.scale)
+        if nd:
+            _decode_attention(q[:nd], k_cache, v_cache, meta, self.scale, out[:nd])
+        if meta.prefill_tiles is not None:
+            from kernels.paged_prefill_triton import paged_prefill
+
+            paged_prefill(q, k_cache, v_cache, out, meta.prefill_tables, meta.prefill_tiles, meta.prefill_chunks,
+                          self.scale, meta.prefill_max_kv_len)
+        for chunk in meta.prefills:
+            rows = slice(chunk.start, chunk.start + chunk.num_tokens)
+            out[rows] = paged_prefill_reference(q[rows], k_cache, v_cache, chunk.block_ids, chunk.computed_before,
+                                                self.scale)
         return self.o_proj(out.view(t, self.num_q_heads * self.head_dim))
 
 
 def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
-                      scale: float) -> torch.Tensor:
+                      scale: float, out: torch.Tensor) -> None:
     if meta.use_triton:
         from kernels.paged_decode_triton import paged_decode
 
-        return paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens, scale,
-                            meta.decode_num_splits)
-    return paged_decode_reference(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens, scale)
+        paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens, scale,
+                     meta.decode_num_splits, out=out)
+    else:
+        out.copy_(paged_decode_reference(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens,
+                                         scale))
 
 
 class Qwen3MLP(nn.Module):

@@ -155,7 +155,9 @@ class ModelRunner:
             meta.decode_seq_lens = self._to_device(seq_lens)
             meta.decode_num_splits = self._num_splits(num_decodes)
         prefills = order[num_decodes:]
-        if prefills:
+        if prefills and self.use_triton:
+            self._triton_prefill_metadata(meta, batch, prefills, num_decodes)
+        elif prefills:
             # One host-to-device copy for every chunk's table; each chunk gets a slice of it.
             all_ids = self._to_device(np.concatenate([np.asarray(batch.block_tables[i], dtype=np.int64)
                                                       for i in prefills]))
@@ -167,6 +169,29 @@ class ModelRunner:
                 start_row += n
                 start_id += count
         return meta
+
+    def _triton_prefill_metadata(self, meta: AttentionMetadata, batch: PassInput, prefills: list[int],
+                                 first_row: int) -> None:
+        """Chunk table, tile list and chunk info for the one-launch prefill kernel, in one host-to-device copy."""
+        from kernels.paged_prefill_triton import prefill_tiles
+
+        chunks, row = [], first_row
+        for i in prefills:
+            chunks.append((row, len(batch.token_ids[i]), batch.computed_before[i]))
+            row += len(batch.token_ids[i])
+        tiles, info = prefill_tiles(chunks, self.model.spec.num_q_heads // self.num_kv_heads)
+        width = -(-max(len(batch.block_tables[i]) for i in prefills) // 16) * 16  # few distinct strides
+        tables = np.zeros((len(prefills), width), dtype=np.int32)
+        for row_index, i in enumerate(prefills):
+            tables[row_index, :len(batch.block_tables[i])] = batch.block_tables[i]
+        # Each piece starts on a 16-byte boundary: Triton specialises on pointer alignment, and a new
+        # alignment would mean a compile inside a timed pass.
+        parts = [np.pad(a.ravel(), (0, -a.size % 4)) for a in (tables, tiles, info)]
+        packed = self._to_device(np.concatenate(parts))
+        starts = np.cumsum([0] + [p.size for p in parts])
+        meta.prefill_tables, meta.prefill_tiles, meta.prefill_chunks = (
+            packed[start:start + a.size].view(a.shape) for start, a in zip(starts, (tables, tiles, info)))
+        meta.prefill_max_kv_len = max(n + before for _, n, before in chunks)
 
     def _num_splits(self, batch_size: int) -> int:
         """Split count of the graph size bucket at or above the batch: a handful of kernel variants, all

@@ -103,14 +103,16 @@ def test_model_with_fused_kernels_matches_torch_path_on_a_mixed_pass():
         cache = PagedKVCache(model.spec, num_blocks=16, block_size=16, device="cpu", dtype=torch.float32)
         runner = ModelRunner(model, cache, max_num_seqs=4, max_model_len=128, use_triton=use_triton,
                              use_cuda_graphs=False)
-        a, b = list(range(5, 30)), list(range(60, 69))
-        runner.execute(PassInput([np.array(a[:20])], [0], [[3, 7]], [False]))
-        # One pass: a decode-free continuation chunk of `a`, a whole prompt `b`, then both decode together.
-        first = runner.execute(PassInput([np.array(a[20:]), np.array(b)], [20, 0], [[3, 7], [12]], [True, True]),
+        a, b, c = list(range(5, 30)), list(range(60, 69)), list(range(90, 97))
+        tables = [[3, 7], [12], [5]]
+        first = runner.execute(PassInput([np.array(a[:20]), np.array(c)], [0, 0], [tables[0], tables[2]],
+                                         [False, True]), keep_logits=True)
+        # One pass: c decodes while a's prompt continues (cached prefix, second page) and b's arrives whole.
+        second = runner.execute(PassInput([np.array(a[20:]), np.array(b), np.array(first.sampled)], [20, 0, 7],
+                                          tables, [True, True, True]), keep_logits=True)
+        third = runner.execute(PassInput([np.array([t]) for t in second.sampled], [25, 9, 8], tables, [True] * 3),
                                keep_logits=True)
-        second = runner.execute(PassInput([np.array([first.sampled[0]]), np.array([first.sampled[1]])], [25, 9],
-                                          [[3, 7], [12]], [True, True]), keep_logits=True)
-        logits[use_triton] = torch.cat([first.logits, second.logits])
+        logits[use_triton] = torch.cat([first.logits, second.logits, third.logits])
     torch.testing.assert_close(logits[True], logits[False], atol=1e-5, rtol=1e-5)
 
 
@@ -136,7 +138,7 @@ SM90_COMPILE = textwrap.dedent("""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from kernels import fused_ops_triton as f, paged_decode_triton as p
+    from kernels import fused_ops_triton as f, paged_decode_triton as p, paged_prefill_triton as pf
 
     def compile_(fn, pointers, scalars, const):
         sig = dict(pointers)
@@ -165,6 +167,14 @@ SM90_COMPILE = textwrap.dedent("""
                  i64("stride_o_b", "stride_o_h", "stride_o_s", "stride_l_b", "stride_l_h", "stride_out_b",
                      "stride_out_h"),
                  dict(NUM_SPLITS=splits, SPLITS_P2=triton.next_power_of_2(splits), HEAD_DIM=128))
+    for group in (4, 5):
+        compile_(pf._paged_prefill_kernel,
+                 {**bf("q_ptr", "k_cache_ptr", "v_cache_ptr", "out_ptr"), "tables_ptr": "*i32", "tiles_ptr": "*i32",
+                  "chunks_ptr": "*i32"},
+                 {"scale": "fp32", **i64("stride_q_t", "stride_q_h", "stride_o_t", "stride_o_h", "stride_c_block",
+                                         "stride_c_tok", "stride_c_head", "stride_tab")},
+                 dict(GROUP=group, GROUP_P2=triton.next_power_of_2(group), BLOCK_M=pf.block_m(group), HEAD_DIM=128,
+                      BLOCK_SIZE=16, TILE_N=64, DOT_PRECISION="tf32", STATIC_ITERS=0))
     sig = {**bf("q_ptr", "k_cache_ptr", "v_cache_ptr"), "block_tables_ptr": "*i32", "seq_lens_ptr": "*i32",
            "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
     compile_(p._paged_decode_split_kernel, sig,
@@ -183,14 +193,17 @@ def test_every_live_kernel_compiles_for_sm90_in_bf16_without_a_gpu():
                           timeout=300)
     if proc.returncode != 0 and "ptxas" in proc.stderr and "not found" in proc.stderr.lower():
         pytest.skip("this triton build has no ptxas to compile with")
-    assert proc.returncode == 0 and proc.stdout.count("compiled") == 7 and "ok" in proc.stdout, proc.stderr[-3000:]
+    assert proc.returncode == 0 and proc.stdout.count("compiled") == 9 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
-def test_a_fused_decode_layer_launches_ten_kernels_where_torch_ops_take_about_seventy():
-    # Counted, not timed: benchmarks/decode_kernels.py dispatches one bf16 decode pass through each path.
+def test_a_fused_layer_launches_ten_kernels_where_torch_ops_take_about_seventy():
+    # Counted, not timed: benchmarks/decode_kernels.py dispatches bf16 passes through each path.
     proc = subprocess.run([sys.executable, "benchmarks/decode_kernels.py"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    per_layer = {line[:20].strip(): int(line[20:30]) for line in proc.stdout.splitlines()
-                 if line.startswith(("torch ops ", "fused Triton "))}
-    assert per_layer["fused Triton"] <= 10 < 50 <= per_layer["torch ops"], proc.stdout
+    per_layer = {line[:24].strip(): int(line[24:34]) for line in proc.stdout.splitlines()
+                 if line.startswith(("decode: ", "mixed: ")) and "1-layer" not in line}
+    assert per_layer["decode: fused Triton"] <= 10 < 50 <= per_layer["decode: torch ops"], proc.stdout
+    # Prompts add one launch per layer (all chunks at once), not a handful per chunk.
+    assert per_layer["mixed: fused Triton"] == per_layer["decode: fused Triton"] + 1, proc.stdout
+    assert per_layer["mixed: torch ops"] >= per_layer["decode: torch ops"] + 3 * 4, proc.stdout
