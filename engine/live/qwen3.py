@@ -4,7 +4,8 @@ q/k/v and gate/up are fused into one projection each, as vLLM does; `hf_paramete
 weight as Hugging Face does (`model.layers.{i}.self_attn.q_proj.weight`, ...), so a real checkpoint
 loads by name. The forward pass takes a flat batch of tokens from many sequences (prefill chunks and
 decodes mixed) plus an `AttentionMetadata` saying where each token's keys and values live in the pages;
-it returns hidden states, and `compute_logits` finishes the rows that sample. Only shapes matter for throughput, so random weights are the default.
+it returns hidden states, and `compute_logits` finishes the rows that sample. Only shapes matter for
+throughput, so random weights are the default.
 """
 from __future__ import annotations
 
@@ -230,5 +231,4 @@ def build_model(spec: ModelSpec, device: torch.device | str, dtype: torch.dtype,
         model = Qwen3ForCausalLM(spec, dtype=dtype)
     model = model.to_empty(device=device)
     init_random_(model, seed)
-    model.prepare_rope(spec.max_model_len)
     return model.eval().requires_grad_(False)
