@@ -13,11 +13,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-try:
-    import triton  # noqa: F401
-except ImportError:
-    pytest.skip("triton is not installed (pip install triton==3.6.0); the CUDA kernels are untested here",
-                allow_module_level=True)
+pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0); the CUDA kernels "
+                    "are untested here")
 
 from kernels import fused_ops  # noqa: E402
 from kernels.fused_ops_triton import (  # noqa: E402

@@ -6,11 +6,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-try:
-    import triton  # noqa: F401  (only: is it installed?)
-except ImportError:
-    pytest.skip("triton is not installed (pip install triton==3.6.0); the CUDA kernel is untested here",
-                allow_module_level=True)
+pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.6.0); the CUDA kernels "
+                    "are untested here")
 
 from kernels.paged_attention import paged_prefill_reference  # noqa: E402
 from kernels.paged_prefill_triton import block_m, paged_prefill, prefill_tiles  # noqa: E402
