@@ -105,22 +105,25 @@ class ModelRunner:
         row_of = {i: int(ends[k]) for k, i in enumerate(order)}
         sample_rows = [row_of[i] for i in range(batch.num_seqs) if batch.sample[i]]
 
+        # Every input is on the device before the start event: the clock covers the pass's GPU work, not
+        # the host building tensors while the GPU idles.
+        graph = self._graph_for(batch.num_seqs) if allow_graph and num_decodes == batch.num_seqs else None
+        if graph is not None:
+            forward = self._stage_replay(graph, batch, order, input_ids, positions, slots)
+        else:
+            forward = partial(self.model, self._to_device(input_ids), self._to_device(positions), self.kv_layers,
+                              self._metadata(batch, order, num_decodes, slots))
+        rows = self._to_device(np.asarray(sample_rows, dtype=np.int64)) if sample_rows else None
         start_event = end_event = None
         if self.is_cuda:
             start_event = torch.cuda.Event(enable_timing=True)
             end_event = torch.cuda.Event(enable_timing=True)
             start_event.record()
-        graph = self._graph_for(batch.num_seqs) if allow_graph and num_decodes == batch.num_seqs else None
-        if graph is not None:
-            hidden = self._replay(graph, batch, order, input_ids, positions, slots)
-        else:
-            meta = self._metadata(batch, order, num_decodes, slots)
-            hidden = self.model(self._to_device(input_ids), self._to_device(positions), self.kv_layers, meta)
+        hidden = forward()
         logits = None
         sampled_t = None
-        if sample_rows:
-            logits = self.model.compute_logits(hidden[self._to_device(np.asarray(sample_rows, dtype=np.int64))],
-                                                 self.use_triton)
+        if rows is not None:
+            logits = self.model.compute_logits(hidden[rows], self.use_triton)
             sampled_t = logits.argmax(dim=-1)
         if end_event is not None:
             end_event.record()
@@ -209,6 +212,12 @@ class ModelRunner:
         for size in self.graph_sizes:
             self.execute(PassInput([np.zeros(1, dtype=np.int64)] * size, [0] * size, [[0]] * size, [True] * size),
                          allow_graph=False)
+        # Replay each captured graph once (its static buffers point at the null block): a graph's first
+        # launch is slower, and it would otherwise land in a timed pass.
+        for run in self.graphs.values():
+            run()
+        if self.is_cuda:
+            torch.cuda.synchronize()
 
     # -- CUDA graphs for decode-only passes ----------------------------------------------------
     def _graph_for(self, batch_size: int) -> int | None:
@@ -245,15 +254,18 @@ class ModelRunner:
                 self.model(*args)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
+            # thread_local: a CUDA call from another thread (a web session asking what GPU this is) must
+            # not invalidate a capture running in the live-run thread.
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 out = self.model(*args)
             pool = graph.pool() if pool is None else pool
             self.graphs[size] = partial(_replay_graph, graph, out)
         if capture:
             torch.cuda.synchronize()
 
-    def _replay(self, size: int, batch: PassInput, order: list[int], input_ids: np.ndarray, positions: np.ndarray,
-                slots: np.ndarray) -> torch.Tensor:
+    def _stage_replay(self, size: int, batch: PassInput, order: list[int], input_ids: np.ndarray,
+                      positions: np.ndarray, slots: np.ndarray) -> Callable[[], torch.Tensor]:
+        """Copy the pass's inputs into the static buffers; returns the replay (hidden states of the real rows)."""
         b = batch.num_seqs
         width = max(len(batch.block_tables[i]) for i in order)
         tables = np.zeros((b, width), dtype=np.int32)
@@ -268,7 +280,7 @@ class ModelRunner:
         self.g_slots[b:size].zero_()
         self.g_seq_lens[b:size].fill_(1)
         self.g_tables[b:size, 0].zero_()
-        return self.graphs[size]()[:b]
+        return lambda: self.graphs[size]()[:b]
 
 
 def _replay_graph(graph: "torch.cuda.CUDAGraph", out: torch.Tensor) -> torch.Tensor:

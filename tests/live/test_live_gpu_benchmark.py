@@ -21,6 +21,10 @@ def test_smoke_run_prints_the_final_table_and_saves_raw_numbers(tmp_path):
     report = json.loads(out.read_text())
     assert [row["batch"] for row in report["decode"]] == [1, 2, 4, 8]
     assert report["default_run"]["digest_matches"] and report["holdout_run"]["digest_matches"]
+    # tests/live/conftest.py sets TRITON_INTERPRET=1, which the script inherits: the kernel check runs too.
+    check = report["kernel_check"]
+    assert check["ok"] and set(check["max_rel_error"]) == {"paged decode", "paged prefill", "add + RMSNorm",
+                                                           "q/k norm + rotary + store", "SiLU x up"}
 
 
 def test_without_cuda_it_says_so_and_exits_cleanly():
