@@ -32,6 +32,19 @@ def live_status() -> tuple[bool, str]:
     return bool(ok), str(reason or "")
 
 
+def weights_note() -> str:
+    """What the live model's weights are: a checkpoint the server names, else seeded random ones."""
+    try:
+        from engine.live.weights import weights_dir_from_env
+
+        checkpoint = weights_dir_from_env()
+    except Exception:  # engine.live missing: the toggle is disabled anyway
+        checkpoint = None
+    if checkpoint:
+        return "The GPU runs the real checkpoint this server was set up with."
+    return "Random weights with the model's real shapes: throughput depends only on shapes."
+
+
 class Cancelled(Exception):
     """The reader cancelled a queued or running GPU run."""
 
@@ -110,8 +123,7 @@ class LivePanel(pn.viewable.Viewer):
 
     def _toggled(self, event):
         self.run_button.visible = event.new
-        self.status.object = ("<div>Random weights with the model's real shapes: throughput depends only on "
-                              "shapes. Pass times are read off the GPU.</div>") if event.new else ""
+        self.status.object = f"<div>{weights_note()} Pass times are read off the GPU.</div>" if event.new else ""
 
     def _start(self, _event):
         # The browser disables the toggle and hides this button when live mode is off, but a crafted

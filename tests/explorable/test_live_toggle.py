@@ -93,3 +93,70 @@ def test_a_run_can_be_cancelled(with_executor):
     live.cancel_button.clicks += 1
     assert wait_until(lambda: "Cancelled" in live.status.object)
     assert not state.trace.measured
+
+
+def test_a_second_page_waits_its_turn_with_its_queue_position(with_executor):
+    # One GPU for the whole server: page B queues behind page A, sees its position, then runs.
+    release = threading.Event()
+    started = []
+
+    def run(cfg, progress=None, cancel=None, **_):
+        started.append(cfg.max_num_seqs)
+        if len(started) == 1:
+            assert release.wait(5)
+        return measured_run(cfg, progress=progress)
+
+    with_executor(run)
+    pages = []
+    for seqs in (64, 32):
+        state = ExplorableState(max_num_seqs=seqs)
+        live = LivePanel(state=state)
+        live.toggle.value = True
+        pages.append((state, live))
+    pages[0][1].run_button.clicks += 1
+    assert wait_until(lambda: started == [64])
+    pages[1][1].run_button.clicks += 1
+    assert wait_until(lambda: "1 run(s) ahead" in pages[1][1].status.object)
+    assert started == [64] and not pages[1][0].trace.measured
+    release.set()
+    assert wait_until(lambda: pages[0][0].trace.measured and pages[1][0].trace.measured)
+    assert started == [64, 32]
+    assert pages[1][0].trace.config.max_num_seqs == 32
+
+
+def test_a_full_queue_refuses_politely_and_starts_nothing(with_executor, monkeypatch):
+    from explorable import live as live_module
+
+    release = threading.Event()
+    calls = []
+
+    def run(cfg, progress=None, cancel=None, **_):
+        calls.append(cfg)
+        assert release.wait(5)
+        return measured_run(cfg, progress=progress)
+
+    with_executor(run)
+    monkeypatch.setattr(live_module, "MAX_QUEUED_RUNS", 1)
+    first, second = LivePanel(state=ExplorableState()), LivePanel(state=ExplorableState())
+    for page in (first, second):
+        page.toggle.value = True
+    first.run_button.clicks += 1
+    assert wait_until(lambda: len(calls) == 1)
+    second.run_button.clicks += 1
+    assert "queue is full" in second.status.object and not second.run_button.disabled
+    release.set()
+    assert wait_until(lambda: not first.cancel_button.visible)
+    assert len(calls) == 1
+
+
+def test_the_note_says_which_weights_the_gpu_runs(with_executor, monkeypatch):
+    with_executor(measured_run)
+    live = LivePanel(state=ExplorableState())
+    monkeypatch.delenv("CB_LIVE_WEIGHTS_DIR", raising=False)
+    live.toggle.value = True
+    assert "Random weights" in live.status.object
+    live.toggle.value = False
+    monkeypatch.setenv("CB_LIVE_WEIGHTS_DIR", "/srv/models/Qwen3-8B")
+    live.toggle.value = True
+    assert "checkpoint" in live.status.object and "Random" not in live.status.object
+    assert "/srv" not in live.status.object  # the server's paths are not shown to students
