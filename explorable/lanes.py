@@ -8,6 +8,7 @@ EV_CAUGHT_UP); magenta for those same stretches when the scheduler is thrashing 
 """
 from __future__ import annotations
 
+import html
 import os
 
 import numpy as np
@@ -19,7 +20,7 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from engine import Trace
-from explorable import palette
+from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 from kernels import scheduler_core as core
@@ -207,7 +208,7 @@ class LaneChart(pn.viewable.Viewer):
         n = trace.workload.num_requests
         counts = state_counts(segments)
         s = self.state.summary
-        kind = "measured on a GPU" if trace.measured else "simulated"
+        kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
         lost = segments["state"] >= palette.LOST
         marks = {k: (v[lost] if isinstance(v, np.ndarray) else [x for x, keep in zip(v, lost) if keep])
                  for k, v in segments.items()}

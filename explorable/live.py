@@ -5,6 +5,7 @@ disabled and says why, and the rest of the explorable is untouched.
 """
 from __future__ import annotations
 
+import html
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -106,8 +107,10 @@ class LivePanel(pn.viewable.Viewer):
         self.available, reason = live_status()
         self.toggle = pn.widgets.Checkbox(label="Measure on a live GPU", value=False, disabled=not self.available,
                                           margin=(8, 12, 0, 12), css_classes=["live-toggle"])
-        self.reason = pn.pane.HTML(f"<div>{reason}</div>" if reason else "", css_classes=["control-note", "inactive"],
-                                   stylesheets=[stylesheet()], margin=(0, 12, 4, 12), sizing_mode="stretch_width")
+        note = f"GPU on this server: {reason}" if self.available and reason else reason
+        self.reason = pn.pane.HTML(f"<div>{html.escape(note)}</div>" if note else "",
+                                   css_classes=["control-note", "inactive"], stylesheets=[stylesheet()],
+                                   margin=(0, 12, 4, 12), sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run this setting on the GPU", color="primary", visible=False,
                                             sizing_mode="stretch_width", margin=(4, 12))
         self.cancel_button = pn.widgets.Button(label="Cancel", visible=False, sizing_mode="stretch_width",

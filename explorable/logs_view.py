@@ -12,6 +12,7 @@ import param
 
 from engine import Trace
 from engine.logs import LOG_STATS_INTERVAL_S, periodic_log_line, serve_command, startup_error, startup_log_line
+from explorable import runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 
@@ -88,9 +89,10 @@ class LogView(pn.viewable.Viewer):
             note = ('<div class="log-note"># vLLM has no reserve-up-front or per-request mode: these are the lines '
                     "its logger would print for this schedule.</div>")
         lines = "".join(_line_html(at, line) for at, line in log_lines(trace))
+        machine = f"{runs.where_measured(trace)}, measured" if trace.measured else f"an {cfg.gpu}"
         self.pane.object = (
             f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
-            f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on an {html.escape(cfg.gpu)}</b></div>'
+            f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on {html.escape(machine)}</b></div>'
             f'<div class="terminal-body"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
             f'<p class="log-reading">{html.escape(reading(trace, self.state.summary))}</p>'
         )

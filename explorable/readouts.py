@@ -41,8 +41,9 @@ def _delta(now: float, before: float | None, fmt: str, unit: str, higher_is_bett
     return text, "better" if (change > 0) == higher_is_better else "worse"
 
 
-def readouts(summary: dict, previous: dict | None, cfg: RunConfig) -> list[Readout]:
-    """The six readouts, in the order the article refers to them (the largest batch is the second)."""
+def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: bool = False) -> list[Readout]:
+    """The six readouts, in the order the article refers to them (the largest batch is the second).
+    For a measured run the baseline is the simulation of the same setting, and throughput names it."""
     prompt_total = int(cfg.build_workload().prompt_len.sum())
     prev = previous or {}
 
@@ -57,7 +58,8 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig) -> list[Reado
         rows.append(Readout(key, label, float(value), text, beside, delta, verdict))
 
     tput = summary["throughput_tok_s"]
-    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", "", "{:,.0f}", " tok/s", True)
+    predicted = f"simulated {prev['throughput_tok_s']:,.0f}" if measured and previous else ""
+    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", predicted, "{:,.0f}", " tok/s", True)
     add("peak_batch", "largest batch", summary["peak_batch"], f"{summary['peak_batch']:,}",
         f"of {cfg.max_num_seqs:,} slots", "{:,.0f}", "", None)
     add("mean_batch", "mean batch per pass", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "",
@@ -107,7 +109,7 @@ class Readouts(pn.viewable.Viewer):
         s = self.state
         if s.trace is None:
             return
-        rows = readouts(s.summary, s.previous_summary, s.config)
+        rows = readouts(s.summary, s.previous_summary, s.config, measured=s.trace.measured)
         with pn.io.hold():
             self.pane.object = render(rows, stale=bool(s.run_error), measured=s.trace.measured)
             self.error.object = (

@@ -45,3 +45,12 @@ def config_problem(cfg_fields: dict) -> str | None:
 def warm() -> None:
     """Load numba's compiled scheduler (about a second in a fresh process) before a reader is waiting."""
     run(RunConfig())
+
+
+def where_measured(trace: Trace) -> str:
+    """Where a measured trace ran, for captions: 'NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16)'."""
+    extra = trace.extra or {}
+    device = str(extra.get("device") or "a GPU")
+    details = ", ".join(str(x) for x in (f"{extra['model_preset']} shapes" if extra.get("model_preset") else None,
+                                         extra.get("dtype")) if x)
+    return f"{device} ({details})" if details else device

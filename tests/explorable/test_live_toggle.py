@@ -160,3 +160,27 @@ def test_the_note_says_which_weights_the_gpu_runs(with_executor, monkeypatch):
     live.toggle.value = True
     assert "checkpoint" in live.status.object and "Random" not in live.status.object
     assert "/srv" not in live.status.object  # the server's paths are not shown to students
+
+
+def test_a_measured_run_names_its_device_and_the_prediction_it_is_set_against(with_executor):
+    from explorable.lanes import LaneChart
+    from explorable.logs_view import LogView
+    from explorable.readouts import Readouts
+
+    def on_device(cfg, progress=None, cancel=None, **_):
+        trace = measured_run(cfg, progress=progress)
+        return dataclasses.replace(trace, extra={"device": "NVIDIA H100 80GB HBM3", "model_preset": "Qwen3-8B",
+                                                 "dtype": "bf16"})
+
+    with_executor(on_device)
+    state = ExplorableState(max_num_seqs=64)
+    predicted = state.summary["throughput_tok_s"]
+    views = Readouts(state=state), LaneChart(state=state), LogView(state=state)
+    live = LivePanel(state=state)
+    live.toggle.value = True
+    live.run_button.clicks += 1
+    assert wait_until(lambda: state.trace.measured)
+    readouts, lanes, logs = views
+    assert f"simulated {predicted:,.0f}" in readouts.pane.object
+    assert "measured on NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16)" in lanes.caption.object
+    assert "on NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16), measured" in logs.pane.object
