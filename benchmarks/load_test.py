@@ -11,6 +11,8 @@ next to the server:
            must re-run them), then "thinks" for a random 2-8 s (a class working through the article);
   burst    every session releases a slider at the same instant, each at a different new value (the worst
            case: 60 uncached runs at once);
+  flood    one session sends --flood new values 10 ms apart (a script or a stuck key) while ten others
+           release sliders: how many updates the server computes, and what the others wait;
   cycles   500 sessions opened and closed (4 at a time), server RSS sampled every 100, and once more after
            the server has discarded the closed sessions.
 
@@ -424,6 +426,50 @@ async def burst(sessions, args, rng_seed: int) -> dict:
     return {"lat": lat, "curves": curves, "timeouts": timeouts}
 
 
+async def flood(sessions, args) -> dict:
+    """One page sends `--flood` distinct max_num_seqs values 10 ms apart (a script, or a stuck key) while
+    ten other pages release sliders as usual: does the flood queue up work that the others wait behind?"""
+    flooder, others = sessions[0], sessions[1:11]
+    sid = flooder.ids["sliders"]["max_num_seqs"]
+    flooder.drain()
+    lat: list[float] = []
+
+    async def neighbour(i, s):
+        rng = random.Random(100 + i)
+        for _ in range(3):
+            await asyncio.sleep(rng.uniform(0.0, 1.0))
+            try:
+                value = new_value(rng, "max_num_seqs", s.values.get("max_num_seqs"))
+                response, _ = await s.release("max_num_seqs", value, args.update_timeout)
+                lat.append(response)
+            except TimeoutError:
+                lat.append(float("inf"))
+
+    values = [1024 - i for i in range(args.flood)]
+    neighbours = [asyncio.create_task(neighbour(i, s)) for i, s in enumerate(others)]
+    t0 = time.perf_counter()
+    for v in values:
+        await flooder.send("PATCH-DOC", {"events": [{"kind": "ModelChanged", "model": {"id": sid},
+                                                     "attr": "value_throttled", "new": v}]})
+        await asyncio.sleep(0.01)
+    sent = time.perf_counter()
+    await asyncio.gather(*neighbours)
+    updates, last_update, shown = 0, sent, None
+    while True:  # the flooder's readout updates, until the server has been quiet for 3 s
+        try:
+            msg = await asyncio.wait_for(flooder.queue.get(), 3.0)
+        except asyncio.TimeoutError:
+            break
+        for ev in msg.content.get("events", []) if msg.msgtype == "PATCH-DOC" else []:
+            if isinstance(ev.get("model"), dict) and ev["model"].get("id") == flooder.ids["readouts"]:
+                updates += 1
+                last_update = msg.t
+                found = re.search(r'of ([\d,]+) slots', str(ev.get("new", "")))
+                shown = int(found.group(1).replace(",", "")) if found else shown
+    return {"sent": len(values), "send_s": sent - t0, "updates": updates, "lat": lat,
+            "settled_s": max(0.0, last_update - sent), "final_ok": shown == values[-1], "shown": shown}
+
+
 async def cycles(fleet: "Fleet", args) -> dict:
     samples = [(0, fleet.rss())]
     failed = 0
@@ -548,6 +594,9 @@ async def main_async(args) -> int:
         bu = await burst(sessions, args, 2)
         print(f"  burst: {len(bu['lat'])} releases, {bu['timeouts']} timed out; "
               f"response p50 {ms(bu['lat'], 50)} ms, p95 {ms(bu['lat'], 95)} ms")
+        fl = await flood(sessions, args)
+        print(f"  flood: {fl['sent']} changes from one page in {fl['send_s']:.1f} s -> {fl['updates']} updates, "
+              f"settled {fl['settled_s']:.1f} s after the last; neighbours p95 {ms(fl['lat'], 95)} ms")
         errors = [e for s in sessions for e in s.errors]
         for s in sessions:
             await s.close()
@@ -580,6 +629,12 @@ async def main_async(args) -> int:
              "(worst case)", ""),
             ("  curves p50 / p95", f"{ms(bu['curves'], 50)} / {ms(bu['curves'], 95)} ms", "", ""),
             ("  timed out", f"{bu['timeouts']}", "0", goal(bu["timeouts"] == 0)),
+            (f"flood: one page sends {fl['sent']} changes, 10 ms apart",
+             f"{fl['updates']} updates computed, last shows {fl['shown']}", "the last value",
+             goal(fl["final_ok"])),
+            ("  settled after the last change", f"{fl['settled_s']:.1f} s", "", ""),
+            ("  10 neighbours' responses p50 / p95", f"{ms(fl['lat'], 50)} / {ms(fl['lat'], 95)} ms", "p95 < 1000 ms",
+             goal(pct(fl["lat"], 95) < 1.0)),
             ("RSS baseline (after warm-up)", f"{base:.0f} MiB", "", ""),
             (f"RSS with {len(sessions)} idle sessions", f"{idle:.0f} MiB", "", ""),
             ("  per idle session", f"{per_session:.2f} MiB ({per_session * 1.048576:.2f} MB)", "< 5 MB",
@@ -627,6 +682,7 @@ def main() -> None:
     p.add_argument("--think-min", type=float, default=2.0, help="seconds between a session's releases, at least")
     p.add_argument("--think-max", type=float, default=8.0, help="... and at most")
     p.add_argument("--bursts", type=int, default=3, help="times every session releases at the same instant")
+    p.add_argument("--flood", type=int, default=300, help="changes one page sends 10 ms apart in the flood phase")
     p.add_argument("--cycles", type=int, default=500, help="sessions opened and closed for the leak check")
     p.add_argument("--sample-every", type=int, default=100, help="RSS sample interval, in cycles")
     p.add_argument("--cycle-concurrency", type=int, default=4, help="sessions opening at once during the cycles")
@@ -640,10 +696,10 @@ def main() -> None:
     p.add_argument("--server-log", default=None, help="write the server's whole log to this file")
     p.add_argument("--deadline", type=float, default=1800.0, help="seconds for the whole run")
     args = p.parse_args()
-    if not (1 <= args.sessions <= 500 and 0 <= args.cycles <= 5000 and 0 <= args.updates <= 100
+    if not (11 <= args.sessions <= 500 and 1 <= args.flood <= 5000 and 0 <= args.cycles <= 5000 and 0 <= args.updates <= 100
             and 0 <= args.bursts <= 20 and args.sample_every >= 1 and 1 <= args.processes <= 8
             and 0 <= args.settle <= 600 and 0 < args.deadline <= 7200):
-        p.error("out of the bounded ranges: sessions 1-500, cycles 0-5000, updates 0-100, bursts 0-20, "
+        p.error("out of the bounded ranges: sessions 11-500, flood 1-5000, cycles 0-5000, updates 0-100, bursts 0-20, "
                 "processes 1-8, settle 0-600 s, deadline up to 7200 s")
     try:
         rc = asyncio.run(asyncio.wait_for(main_async(args), args.deadline))
