@@ -53,22 +53,29 @@ def json_copies(node, css: str) -> int:
     return 0
 
 
-def in_process() -> dict:
-    """The page built as a served session builds it (with the document current), serialised by Bokeh."""
+def page_message():
+    """A page built as a served session builds it (its document current), and the PULL-DOC-REPLY text the
+    server would send for it: (document, text)."""
     import panel as pn
     from bokeh.document import Document
     from bokeh.protocol import Protocol
     from panel.io.state import set_curdoc
 
-    from explorable.layout import build_app, configure
+    from explorable.layout import build_app
 
-    configure()
     doc = Document()
     with set_curdoc(doc):
-        root = pn.panel(build_app(sync=False)).get_root(doc)
-        doc.add_root(root)
-        message = Protocol().create("PULL-DOC-REPLY", "request-id", doc)  # what the server sends
-    text = message.content_json
+        doc.add_root(pn.panel(build_app(sync=False)).get_root(doc))
+        text = Protocol().create("PULL-DOC-REPLY", "request-id", doc).content_json
+    return doc, text
+
+
+def in_process() -> dict:
+    """The page's document serialised by Bokeh, without a server."""
+    from explorable.layout import configure
+
+    configure()
+    _, text = page_message()
     return {"bytes": len(text.encode()), "copies": json_copies(json.loads(text), css_text())}
 
 

@@ -5,37 +5,29 @@ server answers a browser's PULL-DOC, without a server.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 
-import panel as pn
 import pytest
 from bokeh.document import Document
 from bokeh.models import InlineStyleSheet
-from bokeh.protocol import Protocol
 from panel.io.state import set_curdoc
 
 from explorable.assets import SHEET_NAME, stylesheet, stylesheet_css
-from explorable.layout import build_app
+from tests.conftest import ROOT
 
 
-def served_page() -> tuple[Document, str]:
-    """A page built into its own document, and the PULL-DOC-REPLY text the server would send for it."""
-    doc = Document()
-    with set_curdoc(doc):
-        doc.add_root(pn.panel(build_app(sync=False)).get_root(doc))
-        text = Protocol().create("PULL-DOC-REPLY", "req", doc).content_json
-    return doc, text
+def _page_payload():
+    """benchmarks/page_payload.py: the page as a served session builds it, and its JSON CSS counter."""
+    spec = importlib.util.spec_from_file_location("cb_page_payload", ROOT / "benchmarks" / "page_payload.py")
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    if not hasattr(module, "page_message"):
+        spec.loader.exec_module(module)
+    return module
 
 
-def css_copies(node, css: str) -> int:
-    """How many times the full CSS text sits in the string values of a parsed JSON message."""
-    if isinstance(node, str):
-        return node.count(css)
-    if isinstance(node, dict):
-        return sum(css_copies(v, css) for v in node.values())
-    if isinstance(node, list):
-        return sum(css_copies(v, css) for v in node)
-    return 0
+served_page, json_copies = _page_payload().page_message, _page_payload().json_copies
 
 
 def styled(doc: Document, sheet: InlineStyleSheet) -> list:
@@ -51,7 +43,7 @@ def test_the_document_carries_the_css_once(page):
     _, text = page
     css = stylesheet_css()
     assert len(css) > 1000
-    assert css_copies(json.loads(text), css) == 1
+    assert json_copies(json.loads(text), css) == 1
     assert text.count(json.dumps(css)[1:-1]) == 1  # the raw message text too, not only its parsed form
 
 
@@ -71,7 +63,7 @@ def test_two_pages_get_their_own_sheet(page):
     """A Bokeh model belongs to one document: each session has its own sheet, and both serialise."""
     doc, _ = page
     other, text = served_page()
-    assert css_copies(json.loads(text), stylesheet_css()) == 1
+    assert json_copies(json.loads(text), stylesheet_css()) == 1
     mine = {m.id for m in doc.models if isinstance(m, InlineStyleSheet) and m.name == SHEET_NAME}
     theirs = {m.id for m in other.models if isinstance(m, InlineStyleSheet) and m.name == SHEET_NAME}
     assert len(mine) == len(theirs) == 1 and mine != theirs
