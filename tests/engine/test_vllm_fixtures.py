@@ -6,9 +6,9 @@ import sys
 import pytest
 
 from engine import RunConfig, Workload, simulate
-from tests.conftest import ROOT, SHARED
+from tests.conftest import FIXTURES_DIR, ROOT
 
-FIXTURES = sorted((SHARED / "fixtures").glob("vllm-schedule-*.json"))
+FIXTURES = sorted(FIXTURES_DIR.glob("vllm-schedule-*.json"))
 
 
 def _config(fx: dict) -> RunConfig:
@@ -21,7 +21,7 @@ def _config(fx: dict) -> RunConfig:
 
 
 def test_fixtures_are_present():
-    assert len(FIXTURES) >= 2, f"expected vLLM fixtures in {SHARED / 'fixtures'}"
+    assert len(FIXTURES) >= 2, f"expected vLLM fixtures in {FIXTURES_DIR}"
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
