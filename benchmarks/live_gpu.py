@@ -104,13 +104,14 @@ def _jsonable(value: Any) -> Any:
 class Report:
     """The JSON file: rewritten whole after every change, via a temporary file and an atomic rename."""
 
-    def __init__(self, path: Path, header: dict) -> None:
+    def __init__(self, path: Path, header: dict, started: float) -> None:
         self.path = path
+        self.started = started
         self.data: dict[str, Any] = {**header, "stages": {}, "in_progress": None, "exit_status": None,
                                      "failed_stage": None}
 
     def save(self) -> None:
-        self.data["elapsed_s"] = time.monotonic() - _STARTED
+        self.data["elapsed_s"] = time.monotonic() - self.started
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps(_jsonable(self.data), indent=1) + "\n")
         os.replace(tmp, self.path)
@@ -786,7 +787,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, started: float | None = None) -> int:
+    """Run every stage; returns the exit status. `started` is when the budget began (default: now)."""
+    started = time.monotonic() if started is None else started
     for stream in (sys.stdout, sys.stderr):  # every line out at once: a killed run keeps what it printed
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
@@ -798,14 +801,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                                       else argv),
               "smoke": args.smoke, "budget_s": args.budget_s,
               "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "stage_order": list(STAGES)}
-    report = Report(path, header)
+    report = Report(path, header, started)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         report.save()
     except OSError as exc:
         print(f"live_gpu: cannot write {path} ({exc.strerror or exc})", file=sys.stderr)
         return 2
-    ctx = Context(args=args, report=report, deadline=_STARTED + args.budget_s - RESERVE_S,
+    ctx = Context(args=args, report=report, deadline=started + args.budget_s - RESERVE_S,
                   guess=GUESS_S["smoke" if args.smoke else "gpu"])
 
     def on_sigterm(signum, frame):
@@ -841,4 +844,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(started=_STARTED))
