@@ -830,8 +830,10 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
             run_stage(ctx, name, held_out_stage(name), lambda c, n=name: estimate_live_s(c, configs[n]),
                       ("environment",))
     except (Interrupted, KeyboardInterrupt) as exc:  # between two stages: the next one is the casualty
-        casualty = next(n for n in STAGES if n not in report.data["stages"])
-        report.data["stages"][casualty] = {"status": "failed", "error": f"interrupted ({exc or 'SIGINT'})"}
+        why = f"interrupted ({exc or 'SIGINT'})"
+        left = [n for n in STAGES if n not in report.data["stages"]]
+        report.data["stages"][left[0]] = {"status": "failed", "error": why}
+        report.data["stages"].update({n: {"status": "skipped", "reason": why} for n in left[1:]})
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
