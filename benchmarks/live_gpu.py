@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 
 from engine import RunConfig, Workload, simulate  # noqa: E402
 from engine.presets import GPUS, MODELS, GPUSpec, gpu_preset_for_device  # noqa: E402
+from benchmarks.live_gpu_summary import print_summary  # noqa: E402
 
 STAGES = ("environment", "copy_bandwidth", "kernel_check", "decode_roofline", "default_run", "calibration",
           "held_out_memory_wall", "held_out_static_batching", "held_out_64_slots")
@@ -231,17 +232,14 @@ def stage_environment(ctx: Context) -> dict:
     ctx.device = torch.device("cpu" if ctx.smoke else "cuda")
     ctx.preset, ctx.dtype_name = ("tiny", "fp32") if ctx.smoke else ("Qwen3-8B", "bf16")
     ctx.dtype = torch.float32 if ctx.smoke else torch.bfloat16
-    from dataclasses import replace
-
     ctx.spec = replace(MODELS[ctx.preset], dtype_bytes=torch.empty((), dtype=ctx.dtype).element_size())
     ctx.datasheet = None if ctx.smoke else gpu_preset_for_device(info.get("device", ""))
     ctx.gpu = ctx.datasheet or GPUS["H100 SXM"]
     info.update(device_type=ctx.device.type, model_preset=ctx.preset, dtype=ctx.dtype_name,
                 datasheet_preset=ctx.datasheet.name if ctx.datasheet else None, predictions_priced_as=ctx.gpu.name,
                 triton_interpret=os.environ.get("TRITON_INTERPRET") == "1")
-    for line in (f"device {info.get('device', 'CPU')} (datasheet preset {info['datasheet_preset']}); torch "
-                 f"{info['torch']}, triton {info['triton']}; {ctx.preset} {ctx.dtype_name}",):
-        print("  " + line)
+    print(f"  device {info.get('device', 'CPU')} (datasheet preset {info['datasheet_preset']}); torch "
+          f"{info['torch']}, triton {info['triton']}; {ctx.preset} {ctx.dtype_name}")
     return info
 
 
@@ -306,104 +304,24 @@ def copy_bandwidth(torch, device, nbytes: int, repeats: int) -> float:
 
 # -- stage: kernel check ---------------------------------------------------------------------------------
 def stage_kernel_check(ctx: Context) -> dict:
-    """Every Triton kernel of the live model against its torch reference on this device and dtype: the
-    schedule digest cannot notice a kernel that computes the wrong numbers at the right speed."""
+    """Every Triton kernel of the live model against its torch reference (engine/live/kernel_check.py)."""
     if ctx.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise StageSkipped("a CPU run checks Triton kernels only under TRITON_INTERPRET=1")
     from engine.live.executor import _triton_importable
 
     if not _triton_importable():
         raise StageSkipped("triton is not importable here: live runs use the torch ops")
-    # bf16 keeps 8 bits of mantissa: a few parts in a thousand of the output's scale is rounding; a wrong
-    # kernel is off by order one.
-    tolerance = 3e-2 if ctx.dtype == ctx.torch.bfloat16 else 2e-3
-    errors = kernel_errors(ctx.torch, ctx.spec, ctx.device, ctx.dtype)
-    bad = {k: v for k, v in errors.items() if not isinstance(v, float) or v > tolerance}
+    from engine.live.kernel_check import kernel_errors, tolerance
+
+    limit = tolerance(ctx.dtype)
+    errors = kernel_errors(ctx.spec, ctx.device, ctx.dtype)
+    bad = {k: v for k, v in errors.items() if not isinstance(v, float) or v > limit}
     print("  max error / output scale: " + ", ".join(
         f"{k} {v:.1e}" if isinstance(v, float) else f"{k} {v}" for k, v in errors.items()))
-    result = {"max_rel_error": errors, "tolerance": tolerance, "ok": not bad}
+    result = {"max_rel_error": errors, "tolerance": limit, "ok": not bad}
     if bad:
-        raise StageFailed(f"{', '.join(bad)} off by more than {tolerance:.0e} (or failed to run)", result)
+        raise StageFailed(f"{', '.join(bad)} off by more than {limit:.0e} (or failed to run)", result)
     return result
-
-
-def kernel_errors(torch, spec, device, dtype) -> dict[str, float | str]:
-    """Max |Triton - reference| / max |reference| per kernel; a kernel that raises gives its error's line."""
-    from kernels import fused_ops
-    from kernels.fused_ops_triton import add_rms_norm_triton, qk_norm_rope_store_triton, silu_and_mul_triton
-    from kernels.paged_attention import paged_decode_reference, paged_prefill_reference
-    from kernels.paged_decode_triton import default_num_splits, paged_decode
-    from kernels.paged_prefill_triton import paged_prefill, prefill_tiles
-
-    gen = torch.Generator(device=device).manual_seed(0)
-    hq, hkv, d, block = spec.num_q_heads, spec.num_kv_heads, spec.head_dim, 16
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
-
-    def rel_err(got, want):
-        return float((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-6))
-
-    seq_lens = [1, 17, 300, 1000]
-    per_seq = [-(-n // block) for n in seq_lens]
-    num_blocks = sum(per_seq) + 1
-    k_cache, v_cache = randn(num_blocks, block, hkv, d), randn(num_blocks, block, hkv, d)
-    pages = (torch.randperm(num_blocks - 1, generator=gen, device=device) + 1).int()
-    tables = torch.zeros(len(seq_lens), 64, dtype=torch.int32, device=device)
-    start = 0
-    for row, n in enumerate(per_seq):
-        tables[row, :n] = pages[start:start + n]
-        start += n
-    lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
-
-    def decode():
-        q = randn(len(seq_lens), hq, d)
-        got = paged_decode(q, k_cache, v_cache, tables, lens, d ** -0.5, default_num_splits(len(seq_lens), hkv, sms))
-        return rel_err(got, paged_decode_reference(q.float(), k_cache.float(), v_cache.float(), tables, lens,
-                                                   d ** -0.5))
-
-    def prefill():  # a whole 300-token prompt (row 2's pages) and a 60-token chunk continuing row 3 at 940
-        chunks = [(0, 300, 0), (300, 60, 940)]
-        qp = randn(360, hq, d)
-        out = torch.zeros_like(qp)
-        tiles, info = prefill_tiles(chunks, hq // hkv)
-        paged_prefill(qp, k_cache, v_cache, out, tables[2:4].contiguous(), torch.from_numpy(tiles).to(device),
-                      torch.from_numpy(info).to(device), d ** -0.5, 1000)
-        want = torch.cat([paged_prefill_reference(qp[r:r + n].float(), k_cache.float(), v_cache.float(),
-                                                  tables[2 + i].long(), b, d ** -0.5)
-                          for i, (r, n, b) in enumerate(chunks)])
-        return rel_err(out, want)
-
-    x, res, w = randn(5, spec.hidden_size), randn(5, spec.hidden_size), 1 + 0.1 * randn(spec.hidden_size)
-
-    def add_norm():
-        return max(rel_err(a, b) for a, b in zip(add_rms_norm_triton(x, res, w, 1e-6),
-                                                 fused_ops.add_rms_norm(x, res, w, 1e-6)))
-
-    def rope_store():
-        qkv = randn(5, (hq + 2 * hkv) * d)
-        positions = torch.tensor([0, 1, 700, 5000, 30000], device=device)
-        table = fused_ops.rope_table(d, spec.rope_theta, 30001, device)
-        slots = torch.tensor([16, 17, 40, 41, 60], device=device)
-        results = []
-        for fn in (qk_norm_rope_store_triton, fused_ops.qk_norm_rope_store):
-            kc, vc = torch.zeros_like(k_cache), torch.zeros_like(v_cache)
-            results.append((fn(qkv, positions, w[:d], w[d:2 * d], table, 1e-6, kc, vc, slots, hq, hkv), kc, vc))
-        return max(rel_err(a, b) for a, b in zip(*results))
-
-    def silu():
-        gate_up = randn(5, 2 * spec.intermediate_size)
-        return rel_err(silu_and_mul_triton(gate_up), fused_ops.silu_and_mul(gate_up))
-
-    errors: dict[str, float | str] = {}
-    for name, check in (("paged decode", decode), ("paged prefill", prefill), ("add + RMSNorm", add_norm),
-                        ("q/k norm + rotary + store", rope_store), ("SiLU x up", silu)):
-        try:
-            errors[name] = check()
-        except Exception as exc:  # noqa: BLE001  (one kernel's compile error must not hide the others)
-            errors[name] = f"error: {one_line(exc)}"
-    return errors
 
 
 # -- stage: decode roofline ------------------------------------------------------------------------------
@@ -673,97 +591,6 @@ def held_out_stage(name: str) -> Callable[[Context], dict]:
     return stage
 
 
-# -- the summary -----------------------------------------------------------------------------------------
-RUN_LABELS = {"default_run": "default (fitted)", "held_out_memory_wall": "memory wall",
-              "held_out_static_batching": "static batching", "held_out_64_slots": "64 slots"}
-
-
-def _f(value, fmt: str, missing: str = "-") -> str:
-    return missing if value is None else format(value, fmt)
-
-
-def _pct(value, width: int, digits: int, sign: str = "") -> str:
-    """A right-aligned percentage in `width` characters, or a dash."""
-    return (f"{value:{sign}.{digits}f}%" if value is not None else "-").rjust(width)
-
-
-def print_summary(ctx: Context, failed: str | None, exit_status: int) -> None:
-    data, stages = ctx.report.data, ctx.report.data["stages"]
-    env = (stages.get("environment") or {}).get("result") or {}
-    print()
-    print(f"== live_gpu summary: {env.get('device', 'CPU')} (datasheet {env.get('datasheet_preset')}), torch "
-          f"{env.get('torch')}, triton {env.get('triton')}, {env.get('model_preset')} {env.get('dtype')}; "
-          f"{data['elapsed_s']:.0f} s of a {ctx.args.budget_s:.0f} s budget"
-          + (" (smoke run: the figures mean nothing)" if ctx.smoke else "") + " ==")
-    for name in STAGES:
-        entry = stages.get(name, {"status": "not run"})
-        result = entry.get("result") or {}
-        note = entry.get("error") or entry.get("reason") or _stage_note(name, result)
-        print(f"{name:<26}{entry['status']:<8}{_f(entry.get('seconds'), '7.1f', '      -')}  {note}"[:118])
-    rows = [r for r in ((stages.get("decode_roofline") or {}).get("result") or {}).get("rows", []) if "gpu_ms" in r]
-    if rows:
-        print(f"{'decode pass':<18}{'GPU ms':>8}{'wall ms':>9}{'tok/s':>9}{'GB/s':>8}{'% copy':>8}{'% sheet':>9}")
-        for r in rows:
-            print(f"{'B=%d, ctx %d' % (r['batch'], r['ctx']):<18}{r['gpu_ms']:>8.2f}{r['wall_ms']:>9.2f}"
-                  f"{r['tok_s']:>9,.0f}{r['achieved_gb_s']:>8,.0f}{_pct(r['pct_copy_bw'], 8, 0)}"
-                  f"{_pct(r['pct_datasheet'], 9, 0)}")
-    runs = [(n, (stages.get(n) or {}).get("result")) for n in ("default_run",) + HELD_OUT]
-    runs = [(n, r) for n, r in runs if r and "gpu_tok_s" in r]
-    if runs:
-        calib = (stages.get("calibration") or {}).get("result") or {}
-        print(f"{'tok/s':<18}{'passes':>7}{'GPU':>8}{'wall':>8}{'host ms':>8}{'preset':>8}{'fit GPU':>9}{'err':>8}"
-              f"{'fit wall':>9}{'err':>8}{'pass err p50/p90':>18}")
-        for name, r in runs:
-            scores = calib.get("in_sample", {}) if name == "default_run" else r.get("out_of_sample", {})
-            g, w = scores.get("gpu", {}), scores.get("wall", {})
-            label = RUN_LABELS[name] + ("" if name == "default_run" else "*")
-            print(f"{label:<18}{r['passes']:>7,}{r['gpu_tok_s']:>8,.0f}{r['wall_tok_s']:>8,.0f}"
-                  f"{r['host_ms_per_pass']:>8.2f}{r['predicted_by_preset']['predicted_tok_s']:>8,.0f}"
-                  f"{_f(g.get('predicted_tok_s'), ',.0f'):>9}{_pct(g.get('throughput_error_pct'), 8, 1, '+')}"
-                  f"{_f(w.get('predicted_tok_s'), ',.0f'):>9}{_pct(w.get('throughput_error_pct'), 8, 1, '+')}"
-                  f"{_pct(g.get('p50_pass_error_pct'), 11, 1)} /{_pct(g.get('p90_pass_error_pct'), 5, 0)}")
-        print("* held out: the fit (on the default run, both clocks) never saw it; err = predicted / measured - 1")
-        name, first = runs[0]
-        print(f"pass kinds of {RUN_LABELS[name]} (roofline at {first['roofline']['bandwidth_from']}):")
-        for kind, v in first["pass_kinds"].items():
-            print(f"  {kind:<8}{v['passes']:>7,} passes, {v['cuda_graph_passes']:>6,} in CUDA graphs, "
-                  f"{_f(v['pct_of_roofline'], '.0f')}% of roofline, {_f(v['pct_of_gpu_time'], '.0f')}% of GPU time "
-                  f"({v['excess_s']:.2f} s over the roofline), host {v['host_ms_per_pass']:.2f} ms/pass")
-    print(goals_line(stages))
-    print(f"exit {exit_status}: " + (f"stage {failed} failed" if failed else "no stage failed")
-          + f"; figures in {ctx.report.path}")
-
-
-def _stage_note(name: str, result: dict) -> str:
-    if name == "copy_bandwidth" and result:
-        return f"{result['gb_s']:,.0f} GB/s" + (f" = {result['pct_datasheet']:.0f}% of datasheet"
-                                               if result.get("pct_datasheet") else "")
-    if name == "kernel_check" and result:
-        worst = max((v for v in result["max_rel_error"].values() if isinstance(v, float)), default=None)
-        return f"worst error {_f(worst, '.1e')} (tolerance {result['tolerance']:.0e})"
-    if name == "decode_roofline" and result:
-        done = [r for r in result["rows"] if "gpu_ms" in r]
-        return ", ".join(f"B={r['batch']} {_f(r.get('pct_copy_bw'), '.0f')}%" for r in done) + " of copy bandwidth"
-    if name == "calibration" and result:
-        g = result["gpu"]
-        return f"GPU clock: {g['overhead_ms']:.2f} ms/pass + bytes at {g['bandwidth_gb_s']:,.0f} GB/s"
-    if "gpu_tok_s" in result:
-        return f"{result['gpu_tok_s']:,.0f} tok/s GPU clock, {result['wall_tok_s']:,.0f} wall clock"
-    return ""
-
-
-def goals_line(stages: dict) -> str:
-    """Issue 4's goals, with what this run measured against them."""
-    rows = ((stages.get("decode_roofline") or {}).get("result") or {}).get("rows", [])
-    b1 = next((r.get("pct_copy_bw") for r in rows if r["batch"] == 1 and "gpu_ms" in r), None)
-    errors = [abs(s["gpu"]["throughput_error_pct"]) for n in HELD_OUT
-              if (s := ((stages.get(n) or {}).get("result") or {}).get("out_of_sample")) and "gpu" in s]
-    worst = max(errors) if errors else None
-    return (f"goals: batch-1 decode >= 70% of copy bandwidth: {_f(b1, '.0f', 'not measured')}"
-            + ("%" if b1 is not None else "") + f"; held-out throughput within 10% after calibration: "
-            + (f"worst {worst:.1f}% over {len(errors)} run(s)" if worst is not None else "not measured"))
-
-
 # -- main ------------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -841,7 +668,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     exit_status = EXIT_BASE + STAGES.index(failed) if failed else 0
     report.data.update(exit_status=exit_status, failed_stage=failed, in_progress=None)
     report.save()
-    print_summary(ctx, failed, exit_status)
+    print_summary(report.data, str(path))
     return exit_status
 
 

@@ -15,8 +15,7 @@ from tests.conftest import ROOT
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import live_gpu  # noqa: E402
+from benchmarks import live_gpu  # noqa: E402
 
 SCRIPT = str(ROOT / "benchmarks" / "live_gpu.py")
 WEB_PACKAGES = ("panel", "bokeh", "param", "pyviz_comms", "tornado", "playwright", "websockets")
