@@ -167,16 +167,16 @@ def run_stage(ctx: Context, name: str, fn: Callable[[Context], dict], estimate: 
     if ctx.stop or missing:
         entry = {"status": "skipped", "reason": ctx.stop or f"needs {', '.join(missing)}"}
     else:
+        sizing: dict[str, Any] = {}
         try:
             need_s = float(estimate(ctx))
-        except Exception as exc:  # noqa: BLE001  (sizing a run must not stop the benchmark)
-            need_s, entry = 0.0, {"estimate_error": one_line(exc)}
+        except Exception as exc:  # noqa: BLE001  (sizing a run must not stop the benchmark: run it)
+            need_s, sizing = 0.0, {"estimate_error": one_line(exc)}
         if need_s > ctx.remaining():
             entry = {"status": "skipped", "reason": f"time budget: needs ~{need_s:.0f} s, "
                                                     f"{max(0.0, ctx.remaining()):.0f} s left"}
         else:
-            entry = _guarded(ctx, name, fn)
-            entry["estimate_s"] = need_s
+            entry = {**_guarded(ctx, name, fn), "estimate_s": need_s, **sizing}
     report.data["stages"][name] = entry
     report.data["in_progress"] = None
     report.save()
@@ -211,9 +211,14 @@ def _guarded(ctx: Context, name: str, fn: Callable[[Context], dict]) -> dict[str
 
 
 def _release_memory(ctx: Context) -> None:
+    """Hand cached GPU memory back after a failure, so the next stage starts clean. A CUDA error that
+    poisoned the context makes this raise too: then the next stages fail on their own, each recorded."""
     if ctx.torch is not None and ctx.device is not None and ctx.device.type == "cuda":
-        ctx.torch.cuda.synchronize()
-        ctx.torch.cuda.empty_cache()
+        try:
+            ctx.torch.cuda.synchronize()
+            ctx.torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 # -- stage: environment ----------------------------------------------------------------------------------
@@ -314,7 +319,7 @@ def stage_kernel_check(ctx: Context) -> dict:
     from engine.live.kernel_check import kernel_errors, tolerance
 
     limit = tolerance(ctx.dtype)
-    errors = kernel_errors(ctx.spec, ctx.device, ctx.dtype)
+    errors = kernel_errors(ctx.spec, ctx.device, ctx.dtype, short=ctx.device.type != "cuda")
     bad = {k: v for k, v in errors.items() if not isinstance(v, float) or v > limit}
     print("  max error / output scale: " + ", ".join(
         f"{k} {v:.1e}" if isinstance(v, float) else f"{k} {v}" for k, v in errors.items()))
@@ -520,15 +525,15 @@ def calibrated_scores(ctx: Context, trace) -> dict:
             for clock, fit in ctx.fits.items()}
 
 
-def print_run(name: str, run: dict) -> None:
+def print_run(run: dict) -> None:
     kinds = run["pass_kinds"]
     print(f"  {run['passes']:,} passes ({run['preemptions']} preemptions): {run['gpu_tok_s']:,.0f} tok/s GPU clock, "
           f"{run['wall_tok_s']:,.0f} wall clock, host {run['host_ms_per_pass']:.2f} ms/pass, setup "
           f"{run['setup_s']:.0f} s; preset predicts {run['predicted_by_preset']['predicted_tok_s']:,.0f}; "
           f"schedule {'matches' if run['digest_matches_simulator'] else 'DIFFERS FROM'} the simulator's")
     for kind, k in kinds.items():
-        print(f"  {kind} passes: {k['passes']:,}, {k['pct_of_roofline']:.0f}% of roofline, "
-              f"{k['pct_of_gpu_time']:.0f}% of GPU time, {k['cuda_graph_passes']:,} in CUDA graphs")
+        print(f"  {kind} passes: {k['passes']:,}, {k['pct_of_roofline'] or 0:.0f}% of roofline, "
+              f"{k['pct_of_gpu_time'] or 0:.0f}% of GPU time, {k['cuda_graph_passes']:,} in CUDA graphs")
 
 
 def stage_default_run(ctx: Context) -> dict:
@@ -537,7 +542,7 @@ def stage_default_run(ctx: Context) -> dict:
     run = describe_run(ctx, cfg, trace, run_s)
     ctx.default_trace, ctx.setup_s = trace, run["setup_s"]
     ctx.wall_ratio = float(np.sum(trace.extra["wall_ms"]) / np.sum(trace.extra["predicted_ms"]))
-    print_run("default_run", run)
+    print_run(run)
     if not run["digest_matches_simulator"]:
         raise StageFailed("the live schedule differs from the simulator's", run)
     return run
@@ -579,7 +584,7 @@ def held_out_stage(name: str) -> Callable[[Context], dict]:
         run = describe_run(ctx, cfg, trace, run_s)
         if ctx.fits:
             run["out_of_sample"] = calibrated_scores(ctx, trace)
-        print_run(name, run)
+        print_run(run)
         for clock, s in run.get("out_of_sample", {}).items():
             print(f"  calibrated ({clock} clock) predicts {s['predicted_tok_s']:,.0f} tok/s vs "
                   f"{s['measured_tok_s']:,.0f} measured ({s['throughput_error_pct']:+.1f}%), pass error p50 "
