@@ -603,7 +603,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                  + "; ".join(f"{EXIT_BASE + i} {s} failed" for i, s in enumerate(STAGES)))
     ap.add_argument("--smoke", action="store_true", help="tiny model on the CPU: checks the script, measures nothing")
     ap.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                    help=f"finish within this many seconds, skipping stages that do not fit (default {DEFAULT_BUDGET_S:.0f})")
+                    help="finish within this many seconds, skipping stages that do not fit "
+                    f"(default {DEFAULT_BUDGET_S:.0f})")
     ap.add_argument("--ctx", type=int, default=None, help="decode context length (default 1536; smoke 64)")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (default 20; smoke 3)")
     ap.add_argument("--out", default=None, help="the JSON report (default $OUT/live_gpu.json, else artifacts/)")

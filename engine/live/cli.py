@@ -18,8 +18,8 @@ from engine.workload import WorkloadError
 
 # Measured figures added to the simulator's summary keys.
 LIVE_KEYS = ("measured_tok_s", "wall_tok_s", "predicted_tok_s", "predicted_gpu", "gpu_ms_per_pass",
-             "wall_ms_per_pass", "host_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype", "attention", "kernels",
-             "weights")
+             "wall_ms_per_pass", "host_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype",
+             "attention", "kernels", "weights")
 
 
 def live_summary(trace: Trace) -> dict[str, Any]:

@@ -144,7 +144,8 @@ def _check_full_attention(config: dict, num_layers: int, max_len: int) -> None:
         sliding = list(range(first, num_layers))
     else:
         kinds = ("full_attention", "sliding_attention")
-        if not isinstance(layer_types, list) or len(layer_types) != num_layers or any(k not in kinds for k in layer_types):
+        if (not isinstance(layer_types, list) or len(layer_types) != num_layers
+                or any(k not in kinds for k in layer_types)):
             raise LiveError(f"config.json: layer_types must give one of {', '.join(kinds)} per layer ({num_layers})")
         sliding = [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
     if sliding and window < max_len:
