@@ -630,8 +630,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     if args.smoke:  # read when @triton.jit decorates, so before any kernel module is imported
         os.environ.setdefault("TRITON_INTERPRET", "1")
     path = Path(args.out)
-    header = {"benchmark": "benchmarks/live_gpu.py", "command": [sys.argv[0]] + list(sys.argv[1:] if argv is None
-                                                                                      else argv),
+    header = {"benchmark": "benchmarks/live_gpu.py", "argv": sys.argv[1:] if argv is None else list(argv),
               "smoke": args.smoke, "budget_s": args.budget_s,
               "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "stage_order": list(STAGES)}
     report = Report(path, header, started)
@@ -665,8 +664,9 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     except (Interrupted, KeyboardInterrupt) as exc:  # between two stages: the next one is the casualty
         why = f"interrupted ({exc or 'SIGINT'})"
         left = [n for n in STAGES if n not in report.data["stages"]]
-        report.data["stages"][left[0]] = {"status": "failed", "error": why}
-        report.data["stages"].update({n: {"status": "skipped", "reason": why} for n in left[1:]})
+        if left:
+            report.data["stages"][left[0]] = {"status": "failed", "error": why}
+            report.data["stages"].update({n: {"status": "skipped", "reason": why} for n in left[1:]})
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
