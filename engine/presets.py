@@ -5,6 +5,7 @@ calibration (``python -m engine live --calibrate``) lands as one more `GPUSpec`,
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -87,6 +88,18 @@ _H100_BW_EFFICIENCY = 3.2e12 / 3.35e12
 _H100_FLOP_EFFICIENCY = 650e12 / 989e12
 _OVERHEAD_S = 1.1e-3
 
+
+def _assumed(name: str, memory_gib: float, bandwidth: float, flops: float, source: str) -> GPUSpec:
+    """A GPU priced with the fitted H100 SXM's efficiencies until a live calibration replaces them."""
+    return GPUSpec(
+        name=name, memory_gib=memory_gib, datasheet_bandwidth=bandwidth, datasheet_flops=flops,
+        effective_bandwidth=bandwidth * _H100_BW_EFFICIENCY, effective_flops=flops * _H100_FLOP_EFFICIENCY,
+        pass_overhead_s=_OVERHEAD_S,
+        provenance=f"{source}; efficiencies assumed equal to the fitted H100 SXM's",
+    )
+
+
+# Dense bf16 figures are the datasheets' "with sparsity" Tensor Core numbers halved.
 GPUS: dict[str, GPUSpec] = {
     "H100 SXM": GPUSpec(
         name="H100 SXM", memory_gib=80, datasheet_bandwidth=3.35e12, datasheet_flops=989e12,
@@ -94,21 +107,43 @@ GPUS: dict[str, GPUSpec] = {
         provenance="NVIDIA H100 SXM datasheet (3.35 TB/s HBM3, 989 TFLOP/s dense bf16); effective figures "
         "fitted to the course article's measured table",
     ),
-    "H200": GPUSpec(
-        name="H200", memory_gib=141, datasheet_bandwidth=4.8e12, datasheet_flops=989e12,
-        effective_bandwidth=4.8e12 * _H100_BW_EFFICIENCY, effective_flops=989e12 * _H100_FLOP_EFFICIENCY,
-        pass_overhead_s=_OVERHEAD_S,
-        provenance="NVIDIA H200 datasheet (4.8 TB/s HBM3e, same SM90 compute as H100); efficiencies assumed "
-        "equal to the fitted H100's until a live calibration replaces them",
-    ),
-    "A100 80GB": GPUSpec(
-        name="A100 80GB", memory_gib=80, datasheet_bandwidth=2.039e12, datasheet_flops=312e12,
-        effective_bandwidth=2.039e12 * _H100_BW_EFFICIENCY, effective_flops=312e12 * _H100_FLOP_EFFICIENCY,
-        pass_overhead_s=_OVERHEAD_S,
-        provenance="NVIDIA A100 80GB SXM datasheet (2,039 GB/s HBM2e, 312 TFLOP/s dense bf16); efficiencies "
-        "assumed equal to the fitted H100's",
-    ),
+    # NVIDIA H100 Tensor Core GPU datasheet (per-GPU columns): PCIe 80 GB HBM2e at 2 TB/s, 1,513 bf16 TFLOP/s
+    # with sparsity (350 W).
+    "H100 PCIe": _assumed("H100 PCIe", 80, 2.0e12, 756e12,
+                          "NVIDIA H100 PCIe datasheet (2.0 TB/s HBM2e, 756 TFLOP/s dense bf16)"),
+    # Same datasheet: NVL 94 GB HBM3 at 3.9 TB/s, 1,671 bf16 TFLOP/s with sparsity (400 W; the first edition
+    # quoted a bridged pair, 188 GB and 7.8 TB/s).
+    "H100 NVL": _assumed("H100 NVL", 94, 3.9e12, 835e12,
+                         "NVIDIA H100 NVL datasheet (3.9 TB/s HBM3, 835 TFLOP/s dense bf16)"),
+    # NVIDIA H200 datasheet: SXM 141 GB HBM3e at 4.8 TB/s, 1,979 bf16 TFLOP/s with sparsity (H100 SXM's compute).
+    "H200": _assumed("H200", 141, 4.8e12, 989e12,
+                     "NVIDIA H200 SXM datasheet (4.8 TB/s HBM3e, same SM90 compute as H100 SXM)"),
+    # Same datasheet: H200 NVL 141 GB at 4.8 TB/s, 1,671 bf16 TFLOP/s with sparsity (a lower power limit).
+    "H200 NVL": _assumed("H200 NVL", 141, 4.8e12, 835e12,
+                         "NVIDIA H200 NVL datasheet (4.8 TB/s HBM3e, 835 TFLOP/s dense bf16)"),
+    "A100 80GB": _assumed("A100 80GB", 80, 2.039e12, 312e12,
+                          "NVIDIA A100 80GB SXM datasheet (2,039 GB/s HBM2e, 312 TFLOP/s dense bf16)"),
 }
+
+# What torch.cuda.get_device_name() reports, most specific first, to the preset with that datasheet
+# (e.g. "NVIDIA H100 80GB HBM3" is the SXM board; "NVIDIA GH200 480GB" is none of these).
+_DEVICE_NAMES: tuple[tuple[str, str], ...] = (
+    (r"\bH100\b.*\bNVL\b", "H100 NVL"),
+    (r"\bH100\b.*\bPCIe\b", "H100 PCIe"),
+    (r"\bH100\b", "H100 SXM"),
+    (r"\bH200\b.*\bNVL\b", "H200 NVL"),
+    (r"\bH200\b", "H200"),
+    (r"\bA100\b(?!.*PCIe).*\b80GB\b", "A100 80GB"),
+)
+
+
+def gpu_preset_for_device(device_name: str) -> GPUSpec | None:
+    """The preset whose datasheet matches a CUDA device name, or None for a GPU without one."""
+    for pattern, preset in _DEVICE_NAMES:
+        if re.search(pattern, device_name, flags=re.IGNORECASE):
+            return GPUS[preset]
+    return None
+
 
 DEFAULT_MODEL = "Qwen3-8B"
 DEFAULT_GPU = "H100 SXM"

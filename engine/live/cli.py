@@ -18,8 +18,8 @@ from engine.workload import WorkloadError
 
 # Measured figures added to the simulator's summary keys.
 LIVE_KEYS = ("measured_tok_s", "wall_tok_s", "predicted_tok_s", "predicted_gpu", "gpu_ms_per_pass",
-             "wall_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype", "attention", "kernels",
-             "weights")
+             "wall_ms_per_pass", "host_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype",
+             "attention", "kernels", "weights")
 
 
 def live_summary(trace: Trace) -> dict[str, Any]:
@@ -61,7 +61,8 @@ def _table(summary: dict[str, Any]) -> str:
         ("passes", f"{summary['passes']:,}"),
         ("finished requests", f"{summary['finished_requests']:,}"),
         ("preemptions", f"{summary['preemptions']:,}"),
-        ("time per pass", f"{summary['gpu_ms_per_pass']:.2f} ms {clock} (wall {summary['wall_ms_per_pass']:.2f} ms)"),
+        ("time per pass", f"{summary['gpu_ms_per_pass']:.2f} ms {clock}; wall {summary['wall_ms_per_pass']:.2f} ms "
+                          f"(host {summary['host_ms_per_pass']:.2f} ms: scheduling, staging, sync)"),
         ("measured throughput", f"{summary['measured_tok_s']:,.1f} tok/s (wall clock {summary['wall_tok_s']:,.1f})"),
         (f"predicted ({summary['predicted_gpu']})", f"{summary['predicted_tok_s']:,.1f} tok/s"),
         ("measured / predicted", f"{summary['measured_vs_predicted']:.3f}"),

@@ -1,5 +1,6 @@
 """Real weights: config.json parsed without transformers, safetensors loaded under Hugging Face names."""
 import json
+import math
 
 import pytest
 
@@ -63,9 +64,74 @@ def test_config_json_gives_the_model_shapes():
     assert spec.num_params == count_params(spec) == sum(t.numel() for t in hf_state_dict(CONFIG).values())
 
 
-def test_rope_theta_at_top_level_is_read_too_and_defaults_to_a_million():
+def test_rope_theta_at_top_level_is_read_too_and_defaults_to_hugging_faces_ten_thousand():
     assert spec_from_hf_config({**CONFIG, "rope_parameters": None, "rope_theta": 5e5}).rope_theta == 5e5
-    assert spec_from_hf_config({k: v for k, v in CONFIG.items() if k != "rope_parameters"}).rope_theta == 1e6
+    assert spec_from_hf_config({**CONFIG, "rope_parameters": {"rope_theta": 1e6}}).rope_theta == 1e6
+    assert spec_from_hf_config({k: v for k, v in CONFIG.items() if k != "rope_parameters"}).rope_theta == 1e4
+
+
+def test_the_model_rotates_by_the_checkpoints_rope_theta():
+    # Position 3, lowest non-trivial frequency pair i = 1 of head_dim 16: angle 3 / theta^(2/16).
+    for theta in (1e4, 1e6):
+        model = Qwen3ForCausalLM(spec_from_hf_config({**CONFIG, "rope_parameters": {"rope_theta": theta}}),
+                                 dtype=torch.float32)
+        assert model.rope[3, 1].item() == pytest.approx(math.cos(3 / theta ** (2 / 16)), rel=1e-6)
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+    {"rope_scaling": {"type": "linear", "factor": 2.0}},
+    {"rope_parameters": {"rope_theta": 1e6, "rope_type": "dynamic", "factor": 2.0}},
+])
+def test_scaled_rotary_embeddings_are_refused_in_one_line(scaling):
+    with pytest.raises(LiveError, match="unscaled rotary") as err:
+        spec_from_hf_config({**CONFIG, **scaling})
+    assert "\n" not in str(err.value)
+
+
+def test_default_rope_scaling_entries_are_accepted():
+    spec = spec_from_hf_config({**CONFIG, "rope_scaling": {"rope_type": "default"}, "rope_theta": 2e4,
+                                "rope_parameters": None})
+    assert spec.rope_theta == 2e4
+
+
+@pytest.mark.parametrize("window", [
+    {"use_sliding_window": True, "sliding_window": 512, "max_window_layers": 1},
+    {"use_sliding_window": True, "sliding_window": 512, "layer_types": ["full_attention", "sliding_attention",
+                                                                        "full_attention"]},
+])
+def test_sliding_window_layers_are_refused_in_one_line(window):
+    with pytest.raises(LiveError, match="sliding-window attention .*full attention only"):
+        spec_from_hf_config({**CONFIG, **window})
+
+
+@pytest.mark.parametrize("window", [
+    {"use_sliding_window": False, "sliding_window": 512, "max_window_layers": 0},  # Qwen2.5's shipped shape
+    {"use_sliding_window": True, "sliding_window": None},
+    {"use_sliding_window": True, "sliding_window": 512, "max_window_layers": 3},  # no layer from 3 on
+    {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 0},  # covers all 2,048 positions
+])
+def test_windows_that_never_slide_are_full_attention(window):
+    assert spec_from_hf_config({**CONFIG, **window}).num_layers == 3
+
+
+@pytest.mark.parametrize("field, value", [
+    ("num_hidden_layers", 0), ("num_hidden_layers", -2), ("num_attention_heads", 0), ("hidden_size", 64.5),
+    ("intermediate_size", "160"), ("vocab_size", True), ("num_key_value_heads", 3), ("head_dim", 15),
+    ("max_position_embeddings", 0), ("rms_norm_eps", -1e-6), ("tie_word_embeddings", "false"),
+    ("rope_parameters", {"rope_theta": 0}), ("hidden_act", "gelu"),
+])
+def test_a_malformed_config_is_refused_in_one_line_naming_the_field(field, value):
+    with pytest.raises(LiveError) as err:
+        spec_from_hf_config({**CONFIG, field: value})
+    message = str(err.value)
+    assert "\n" not in message
+    assert field in message or (field == "rope_parameters" and "rope_theta" in message)
+
+
+def test_a_missing_shape_is_named():
+    with pytest.raises(LiveError, match="lacks 'num_hidden_layers'"):
+        spec_from_hf_config({k: v for k, v in CONFIG.items() if k != "num_hidden_layers"})
 
 
 def test_qwen3_8b_config_counts_its_published_parameters():
