@@ -11,7 +11,7 @@ import sys
 from dataclasses import fields
 from typing import Any, Sequence
 
-from engine.config import ConfigError, RunConfig
+from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.logs import periodic_log_line, startup_log_line
 from engine.presets import GPUS, MODELS
 from engine.simulate import SimulationError, simulate
@@ -83,6 +83,8 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if warning := pool_beyond_gpu(cfg):
+        print(f"warning: {warning}", file=sys.stderr)
     trace = simulate(cfg)
     summary = trace.summary()
     if args.trace_out:
@@ -134,6 +136,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     rows = []
     for text in texts:
         cfg = config_from_args(args, **{name: _parse_value(name, text)})
+        if warning := pool_beyond_gpu(cfg):
+            print(f"warning: {warning}", file=sys.stderr)
         rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
     if args.json:
         print(json.dumps(rows))
