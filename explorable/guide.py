@@ -80,7 +80,7 @@ def settings_sentence(state: ExplorableState, index: int) -> str:
     """Every control step `index` changes from the starting point, by its sidebar label and value."""
     changes = STEPS[index].settings
     if not changes:
-        return "Every control at its starting point."
+        return "This step sets every control to its starting point."
     named = []
     for name in CONTROLS:  # sidebar order
         if name in changes:
@@ -88,7 +88,7 @@ def settings_sentence(state: ExplorableState, index: int) -> str:
             shown = {v: k for k, v in (getattr(p, "names", None) or {}).items()}.get(changes[name], changes[name])
             shown = f"{shown:g}" if isinstance(shown, float) else str(shown)
             named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
-    return "This step sets " + "; ".join(named) + "; everything else at its starting point."
+    return "This step sets " + "; ".join(named) + "; everything else to its starting point."
 
 
 def matching_step(state: ExplorableState) -> int | None:
@@ -150,8 +150,14 @@ class Guide(pn.viewable.Viewer):
                 button.variant = "solid" if i == match else "outline"
             self.prev.disabled = self.chosen == 0
             self.next.disabled = self.chosen == len(STEPS) - 1
-            hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
-                    "return to it)</span>") if drifted else ""
+            if drifted:
+                hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
+                        "return to it)</span>")
+            elif match is None:  # opened from a link to settings of its own: nothing was moved
+                hint = (' <span class="drifted">(this link opened settings that are none of the steps; choose a '
+                        "step to follow the course from there)</span>")
+            else:
+                hint = ""
             self.text.object = (
                 f'<div class="step-text" data-step="{self.chosen + 1}"><span class="step-no">Step {self.chosen + 1} '
                 f"of {len(STEPS)}</span> <b>{step.title}.</b> {step.text} "
