@@ -83,9 +83,9 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    if warning := pool_beyond_gpu(cfg):
-        print(f"warning: {warning}", file=sys.stderr)
     trace = simulate(cfg)
+    if warning := pool_beyond_gpu(cfg):  # only for a run that happens: bad input gets its one error line
+        print(f"warning: {warning}", file=sys.stderr)
     summary = trace.summary()
     if args.trace_out:
         try:
@@ -136,9 +136,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     rows = []
     for text in texts:
         cfg = config_from_args(args, **{name: _parse_value(name, text)})
+        rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
         if warning := pool_beyond_gpu(cfg):
             print(f"warning: {warning}", file=sys.stderr)
-        rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
     if args.json:
         print(json.dumps(rows))
         return 0

@@ -199,7 +199,7 @@ def pool_beyond_gpu(cfg: RunConfig) -> str | None:
     """
     pool = cfg.num_gpu_blocks * cfg.block_size * cfg.model_spec.kv_bytes_per_token / GIB
     largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
-    if pool <= largest:
+    if round(pool, 1) <= round(largest, 1):  # the largest is an estimate: within its shown precision it fits
         return None
     return (
         f"a {pool:,.1f} GiB KV cache pool does not fit beside {cfg.model}'s {cfg.model_spec.weight_bytes / GIB:.1f} GiB "

@@ -1,6 +1,6 @@
 """The first visit after an install: numba compiles the scheduler core (about 8 s of CPU with an empty cache,
-once; later processes load it from disk in a fraction of a second) and the default page's runs are computed.
-That happens in a background thread, so the first reader sees a page at once, saying what is going on, and
+once; later processes load it from disk in a fraction of a second) and the default setting is run. That
+happens in a background thread, so the first reader sees a page at once, saying what is going on, and
 the explorable swaps itself in when it is ready. Every later page finds the work done and opens directly.
 """
 from __future__ import annotations
@@ -11,13 +11,15 @@ from collections.abc import Callable
 
 import panel as pn
 
-from engine import RunConfig
 from explorable import runs
 from explorable.assets import stylesheet
 
 log = logging.getLogger(__name__)
 
 CHECK_EVERY_MS = 250  # how often a waiting page looks whether the simulator is ready
+# How long a first page waits for the simulator before it shows the placeholder: loading the compiled core
+# from numba's cache takes about 0.3 s, so a server restarted on an existing install opens pages directly.
+GRACE_S = 0.5
 
 _done = threading.Event()
 _lock = threading.Lock()
@@ -27,11 +29,6 @@ _thread: threading.Thread | None = None
 def _prepare() -> None:
     try:
         runs.warm()  # compiles the numba core, or loads it from numba's cache, and runs the default setting
-        from explorable.curves import POOL_SWEEP, SEQ_SWEEP, sweep  # bokeh: imported here, off the critical path
-
-        default = RunConfig()
-        sweep(default, "max_num_seqs", SEQ_SWEEP)  # the default page's curve points, into the shared cache
-        sweep(default, "pool_gib", POOL_SWEEP)
     except Exception:  # the page will build anyway and show the problem where it always would
         log.exception("preparing the simulator failed")
     finally:
@@ -79,9 +76,10 @@ def placeholder() -> pn.viewable.Viewable:
 
 def first_page(build: Callable[[], pn.viewable.Viewable]) -> pn.viewable.Viewable:
     """The page to serve: `build()` once the simulator is ready; until then a placeholder that swaps it in."""
-    begin()
-    if ready() or _warming_up():
+    if _warming_up():
         wait()  # --warm: the server starts listening only when the first page would open at once
+        return build()
+    if wait(GRACE_S):
         return build()
     pn.state.location  # create the page's Location from this request, for the link's settings  # noqa: B018
     holder = pn.Column(placeholder(), sizing_mode="stretch_width", margin=0)

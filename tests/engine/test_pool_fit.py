@@ -38,3 +38,12 @@ def test_the_cli_warns_in_one_line_and_still_runs():
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("warning: ") and "at most about 53.7 GiB" in lines[0]
     assert cli("run", "--json").stderr == ""
+
+
+def test_a_refused_run_gets_only_its_error_line():
+    done = cli("run", "--pool-gib", "1000", "--max-model-len", "16")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "warning" not in done.stderr
+
+
+def test_a_pool_within_the_estimates_precision_is_not_called_oversized():
+    assert pool_beyond_gpu(RunConfig(num_gpu_blocks_override=24460)) is None  # 53.75 GiB against about 53.7

@@ -27,6 +27,7 @@ def preparing(monkeypatch):
     callbacks = []
     monkeypatch.setattr(startup, "_done", done)
     monkeypatch.setattr(startup, "begin", lambda: None)
+    monkeypatch.setattr(startup, "GRACE_S", 0.01)
     monkeypatch.setattr(pn.state, "add_periodic_callback",
                         lambda fn, period=500, **_: callbacks.append(FakeCallback(fn)) or callbacks[-1])
     return done, callbacks
@@ -71,20 +72,14 @@ def test_panels_warm_up_waits_for_the_simulator_so_the_server_listens_ready(prep
     assert done.is_set() and callbacks == []
 
 
-def test_preparing_fills_the_shared_caches_the_default_page_reads(monkeypatch):
+def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
     from engine import RunConfig
     from explorable import runs
-    from explorable.curves import POOL_SWEEP, SEQ_SWEEP, sweep
 
     monkeypatch.setattr(startup, "_done", threading.Event())
     runs.run.cache_clear()
-    runs.throughput.cache_clear()
     startup._prepare()
     assert startup.ready()
-    misses = runs.throughput.cache_info().misses
-    sweep(RunConfig(), "max_num_seqs", SEQ_SWEEP)
-    sweep(RunConfig(), "pool_gib", POOL_SWEEP)
-    assert runs.throughput.cache_info().misses == misses  # every point of the default page's curves is there
     hits = runs.run.cache_info().hits
     runs.run(RunConfig())
     assert runs.run.cache_info().hits == hits + 1  # the default run is already there
