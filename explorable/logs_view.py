@@ -11,9 +11,9 @@ import param
 
 from engine import Trace
 from engine.config import pool_beyond_gpu
-from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
 from engine.logs import (periodic_log, periodic_stats, serve_command, serve_command_notes, startup_error,
                          startup_log_line)
+from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
 from explorable import runs
 from explorable.assets import stylesheet
 from explorable.state import PRODUCTION_NAMES, ExplorableState
