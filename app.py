@@ -3,4 +3,4 @@ from explorable.layout import TITLE, build_app, configure
 from explorable.startup import first_page
 
 configure()
-first_page(build_app).servable(title=TITLE)
+first_page(build_app, TITLE).servable(title=TITLE)

@@ -5,6 +5,7 @@ the explorable swaps itself in when it is ready. Every later page finds the work
 """
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from collections.abc import Callable
@@ -61,20 +62,21 @@ def _warming_up() -> bool:
     return context is not None and context.server_context is None
 
 
-def placeholder() -> pn.viewable.Viewable:
+def placeholder(title: str = "") -> pn.viewable.Viewable:
+    heading = f'<h1 style="font-size:1.6rem;margin:8px 0 4px">{html.escape(title)}</h1>' if title else ""
     return pn.Row(
         pn.indicators.LoadingSpinner(value=True, size=28, margin=(14, 10)),
         pn.pane.HTML(
-            '<div class="preparing" data-preparing="1"><b>Preparing the simulator.</b> The first page after an '
-            "install compiles vLLM's scheduler rules to machine code, which takes a few seconds, once. The "
-            "explorable appears here by itself.</div>",
-            stylesheets=[stylesheet()], sizing_mode="stretch_width", margin=(10, 10),
+            f'<div class="preparing" data-preparing="1">{heading}<p><b>Preparing the simulator.</b> The first page '
+            "after an install compiles vLLM's scheduler rules to machine code, which takes a few seconds, once. "
+            "The explorable appears here by itself.</p></div>",
+            stylesheets=[stylesheet()], sizing_mode="stretch_width", margin=(0, 10),
         ),
         sizing_mode="stretch_width", margin=10,
     )
 
 
-def first_page(build: Callable[[], pn.viewable.Viewable]) -> pn.viewable.Viewable:
+def first_page(build: Callable[[], pn.viewable.Viewable], title: str = "") -> pn.viewable.Viewable:
     """The page to serve: `build()` once the simulator is ready; until then a placeholder that swaps it in."""
     if _warming_up():
         wait()  # --warm: the server starts listening only when the first page would open at once
@@ -82,7 +84,7 @@ def first_page(build: Callable[[], pn.viewable.Viewable]) -> pn.viewable.Viewabl
     if wait(GRACE_S):
         return build()
     pn.state.location  # create the page's Location from this request, for the link's settings  # noqa: B018
-    holder = pn.Column(placeholder(), sizing_mode="stretch_width", margin=0)
+    holder = pn.Column(placeholder(title), sizing_mode="stretch_width", margin=0)
 
     def swap() -> None:
         if not ready():

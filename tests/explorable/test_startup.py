@@ -36,8 +36,9 @@ def preparing(monkeypatch):
 def test_the_first_page_says_it_is_preparing_and_swaps_the_explorable_in(preparing):
     done, callbacks = preparing
     built = []
-    page = startup.first_page(lambda: built.append(pn.pane.HTML("the explorable")) or built[-1])
-    assert built == [] and "Preparing the simulator" in page.objects[0].objects[1].object
+    page = startup.first_page(lambda: built.append(pn.pane.HTML("the explorable")) or built[-1], "A title")
+    text = page.objects[0].objects[1].object
+    assert built == [] and "Preparing the simulator" in text and ">A title</h1>" in text
     (check,) = callbacks
     check.fn()  # still preparing: nothing changes
     assert built == [] and not check.stopped
