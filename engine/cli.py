@@ -11,7 +11,7 @@ import sys
 from dataclasses import fields
 from typing import Any, Sequence
 
-from engine.config import ConfigError, RunConfig
+from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.logs import periodic_log_line, startup_log_line
 from engine.presets import GPUS, MODELS
 from engine.simulate import SimulationError, simulate
@@ -84,6 +84,8 @@ def format_summary(summary: dict[str, Any]) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     trace = simulate(cfg)
+    if warning := pool_beyond_gpu(cfg):  # only for a run that happens: bad input gets its one error line
+        print(f"warning: {warning}", file=sys.stderr)
     summary = trace.summary()
     if args.trace_out:
         try:
@@ -135,6 +137,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for text in texts:
         cfg = config_from_args(args, **{name: _parse_value(name, text)})
         rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
+        if warning := pool_beyond_gpu(cfg):
+            print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0

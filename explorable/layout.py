@@ -14,7 +14,7 @@ import panel as pn
 import panel.io.location as panel_location
 import param
 
-from explorable import runs
+from explorable import startup
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -46,13 +46,13 @@ def _tolerant_parse_query(query: str) -> dict:
 
 
 def configure() -> None:
-    """Panel's extension for this app, and numba's compiled scheduler loaded before anyone waits for it."""
+    """Panel's extension for this app; numba's compiled scheduler and the default runs prepared in the background."""
     panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
     pn.extension(
         notifications=True, reconnect=True, design="bootstrap",
         global_css=[stylesheet_css()], disconnect_notification="", ready_notification="",
     )
-    runs.warm()
+    startup.begin()  # numba's compile and the default runs, in the background (explorable.startup)
 
 
 class Notices(pn.viewable.Viewer):

@@ -97,7 +97,7 @@ def value(page, key: str) -> float:
 
 def open_app(page, url: str) -> None:
     page.goto(url)
-    sync_api.expect(readout(page, "peak_batch")).to_be_visible()
+    sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=TIMEOUT_MS)  # a first visit may prepare first
     page.locator(".lane-chart canvas").first.wait_for()
 
 
