@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.assets import stylesheet
+from explorable.assets import mark_current, stylesheet
 from explorable.state import ExplorableState
 
 
@@ -124,8 +124,7 @@ class Guide(pn.viewable.Viewer):
         drifted = match != self.chosen
         with pn.io.hold():
             for i, button in enumerate(self.buttons):
-                button.color = "primary" if i == match else "light"
-                button.variant = "solid" if i == match else "outline"
+                mark_current(button, i == match)
             self.prev.disabled = self.chosen == 0
             self.next.disabled = self.chosen == len(STEPS) - 1
             hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '

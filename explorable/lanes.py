@@ -220,12 +220,13 @@ class LaneChart(pn.viewable.Viewer):
             self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)
             self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
+            # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
+            has = " ".join(f"has-{k}" for k, c in counts.items() if c)
             self.caption.object = (
-                f'<div class="chart-title">Every request, over time <span class="muted">'
+                f'<div class="chart-title {has}">Every request, over time <span class="muted">'
                 f"({n} requests, all queued at 0 s, served to the last in "
                 f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
             )
-            self.caption.css_classes = ["lane-caption"] + [f"has-{k}" for k, c in counts.items() if c]
 
     def __panel__(self):
         return self._pane
