@@ -97,7 +97,7 @@ class Curves(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        ticks = (1, 8, 32, 64, 128, 256, 512, 1024)
+        ticks = (1, 4, 16, 64, 256, 1024)  # two octaves apart: labels never touch, even at 16 px on a phone
         self.by_seqs = _Curve("max_num_seqs", SEQ_SWEEP, "--max-num-seqs", ticks, [str(t) for t in ticks], "")
         pool_ticks = (1, 2, 4, 8, 16, 32, 64)
         self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
@@ -121,8 +121,10 @@ class Curves(pn.viewable.Viewer):
             self.by_pool.update(cfg)
 
     def __panel__(self):
-        return pn.Row(
-            pn.pane.Bokeh(self.by_seqs.figure, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.by_pool.figure, sizing_mode="stretch_width"),
-            sizing_mode="stretch_width", css_classes=["curves"], margin=0,
+        # Side by side while each gets 320 px or more, one above the other below that.
+        each = {"flex": "1 1 320px", "min-width": "0"}
+        return pn.FlexBox(
+            pn.pane.Bokeh(self.by_seqs.figure, styles=each),
+            pn.pane.Bokeh(self.by_pool.figure, styles=each),
+            flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["curves"], margin=0,
         )

@@ -15,7 +15,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
-    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, Legend, LegendItem, LinearColorMapper, Range1d,
+    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, LinearColorMapper, Range1d,
 )
 from bokeh.plotting import figure
 
@@ -161,6 +161,14 @@ def thin_segments(segments: dict[str, np.ndarray], end: float, max_segments: int
     }
 
 
+def legend_html() -> str:
+    """The four lane colours with what they mean, as wrapping HTML."""
+    items = "".join(
+        f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{html.escape(label)}</span>'
+        for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS))
+    return f'<div class="legend" data-legend="lanes">{items}</div>'
+
+
 def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
     """How many segments of each colour (the tests and the chart's caption use it)."""
     counts = np.bincount(segments["state"], minlength=len(palette.LANE_LABELS))
@@ -186,8 +194,13 @@ class LaneChart(pn.viewable.Viewer):
         self.figure = self._build()
         self.caption = pn.pane.HTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
+        # The legend is HTML, not a Bokeh Legend: it wraps on a narrow screen (a canvas legend is cut off)
+        # and scales with the page's text; it never changes, so it costs nothing per update.
+        self.legend = pn.pane.HTML(legend_html(), css_classes=["lane-legend"], sizing_mode="stretch_width",
+                                   margin=(2, 10, 0, 10), stylesheets=[stylesheet()])
         self._pane = pn.Column(
             self.caption,
+            self.legend,
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
             css_classes=["lane-chart"], sizing_mode="stretch_width", margin=0,
         )
@@ -229,14 +242,6 @@ class LaneChart(pn.viewable.Viewer):
                       "@y{custom}\n<b>@state{custom}</b>: @left{0.00} to @right{0.00} s</div>"),
             formatters={"@state": CustomJSHover(code=f"return {labels}[value]"), "@y": request},
         ))
-        # Legend swatches from empty renderers: the data renderer colours by a mapper, not by field.
-        items = []
-        for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS):
-            swatch = fig.hbar(y=[np.nan], left=[0.0], right=[0.0], height=1.0, fill_color=colour, line_color=None)
-            items.append(LegendItem(label=label, renderers=[swatch]))
-        fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left", border_line_alpha=0,
-                              label_text_font_size="12px", label_text_color=palette.INK, glyph_width=18,
-                              padding=2, spacing=14, margin=0, background_fill_alpha=0), "above")
         fig.yaxis.axis_label = "request (arrival order)"
         # A model, built once: assigning a new ticker on every run would make Bokeh re-walk the document.
         self.y_ticker = FixedTicker(ticks=[0, 64, 128, 192, 255])

@@ -150,6 +150,35 @@ def query_values(state: ExplorableState) -> dict[str, str]:
     return out
 
 
+# Tells a course page that frames the explorable how tall it is, whenever that changes, so the page can
+# size the iframe to fit (README, "Embedding in a course page"). The message is a plain object; a parent
+# that does not listen ignores it.
+EMBED_MESSAGE = "continuous-batching-explorable:height"
+_EMBED_SCRIPT = """<script>
+(() => {
+  if (window.parent === window || window.__cbEmbedHeight) return;
+  window.__cbEmbedHeight = true;
+  let last = 0;
+  const send = () => {
+    const height = Math.ceil(document.documentElement.scrollHeight);
+    if (height !== last) {
+      last = height;
+      window.parent.postMessage({type: "%s", height: height}, "*");
+    }
+  };
+  new ResizeObserver(send).observe(document.documentElement);
+  new ResizeObserver(send).observe(document.body);
+  window.addEventListener("load", send);
+  setInterval(send, 1000);  // content inside shadow roots can grow without resizing <body> at once
+})();
+</script>""" % EMBED_MESSAGE
+
+
+def EmbedHeight() -> pn.pane.HTML:  # noqa: N802 - reads as a component in the layout
+    """An invisible pane whose script posts the page's height to a parent frame."""
+    return pn.pane.HTML(_EMBED_SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["embed-height"])
+
+
 class ShareLink(pn.viewable.Viewer):
     """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
 
@@ -201,7 +230,7 @@ class ExplorableApp(pn.viewable.Viewer):
         v = self.views
         sidebar = pn.Column(
             v["controls"], v["share"], v["live"],
-            css_classes=["sidebar"], width=310, margin=0, stylesheets=[stylesheet()],
+            css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
         main = pn.Column(
             v["guide"],
@@ -219,12 +248,16 @@ class ExplorableApp(pn.viewable.Viewer):
                 "this exact state.</footer>",
                 sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(16, 10),
             ),
-            css_classes=["main"], sizing_mode="stretch_width", margin=(0, 0, 0, 8),
+            css_classes=["main"], margin=(0, 0, 0, 8), stylesheets=[stylesheet()],
+            styles={"flex": "1 1 560px", "min-width": "0"},
         )
         return pn.Column(
             _header(),
-            pn.Row(sidebar, main, sizing_mode="stretch_width", margin=0),
-            css_classes=["explorable"], sizing_mode="stretch_width", margin=0,
+            # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
+            pn.FlexBox(sidebar, main, flex_wrap="wrap", sizing_mode="stretch_width", margin=0,
+                       css_classes=["page-body"], stylesheets=[stylesheet()]),
+            EmbedHeight(),
+            css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
         )
 
 
