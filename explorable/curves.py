@@ -122,9 +122,10 @@ class Curves(pn.viewable.Viewer):
 
     def __panel__(self):
         # Side by side while each gets 320 px or more, one above the other below that.
-        each = {"flex": "1 1 320px", "min-width": "0"}
+        for fig in (self.by_seqs.figure, self.by_pool.figure):
+            fig.styles = {"flex": "1 1 320px", "min-width": "0"}
         return pn.FlexBox(
-            pn.pane.Bokeh(self.by_seqs.figure, styles=each),
-            pn.pane.Bokeh(self.by_pool.figure, styles=each),
+            pn.pane.Bokeh(self.by_seqs.figure, sizing_mode="stretch_width"),
+            pn.pane.Bokeh(self.by_pool.figure, sizing_mode="stretch_width"),
             flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["curves"], margin=0,
         )

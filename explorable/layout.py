@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import weakref
 from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
@@ -15,7 +16,7 @@ import panel.io.location as panel_location
 import param
 from panel.reactive import Syncable
 
-from explorable import runs
+from explorable import projector, runs
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -141,12 +142,17 @@ def sync_url(state: ExplorableState) -> None:
     state.previous_summary = None  # a link opens a state; it is not a change from the defaults
 
 
+# Page flags a link carries beside the controls (the projector view), per state: the URL keeps them.
+_PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def query_values(state: ExplorableState) -> dict[str, str]:
-    """Every control as its URL text (what Location.sync writes)."""
+    """Every control as its URL text (what Location.sync writes), then the page's flags."""
     out = {}
     for name in CONTROLS:
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)
+    out.update(_PAGE_FLAGS.get(state, {}))
     return out
 
 
@@ -208,6 +214,7 @@ class ExplorableApp(pn.viewable.Viewer):
     """One reader's page. `state` is its single source of truth; `views` are there for tests and benchmarks."""
 
     state = param.ClassSelector(class_=ExplorableState)
+    projector = param.Boolean(default=False, doc="text in charts, legends and the log at 16 px or more")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -225,6 +232,16 @@ class ExplorableApp(pn.viewable.Viewer):
             "logs": LogView(state=state),
             "share": ShareLink(state=state),
         }
+        if self.projector:
+            _PAGE_FLAGS[state] = {projector.FLAG: "1"}
+            for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
+                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
+                projector.enlarge(fig)
+            for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig):
+                fig.min_border_left = projector.LANE_BORDER_LEFT
+                fig.height += 30  # room for 16 px tick labels beside the strips' axis labels
+            lanes.figure.min_border_bottom = 12  # the last request's 16 px tick label
+            self.views["share"]._update()
 
     def __panel__(self):
         v = self.views
@@ -258,12 +275,17 @@ class ExplorableApp(pn.viewable.Viewer):
                        css_classes=["page-body"], stylesheets=[stylesheet()]),
             EmbedHeight(),
             css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
+            styles=dict(projector.STYLES) if self.projector else {},
         )
 
 
 def build_app(state: ExplorableState | None = None, sync: bool = True) -> ExplorableApp:
     """One page of the explorable; with `sync`, the served page's URL query drives and follows the controls."""
     state = state or ExplorableState()
+    wants_projector = False
     if sync:
         sync_url(state)
-    return ExplorableApp(state=state)
+        location = pn.state.location
+        if location is not None:
+            wants_projector = projector.wanted(dict(parse_qsl((location.search or "").lstrip("?"))))
+    return ExplorableApp(state=state, projector=wants_projector)
