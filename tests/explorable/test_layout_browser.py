@@ -234,3 +234,30 @@ def test_without_the_flag_chart_text_stays_compact(server, browser):
         assert float(page.locator(".log-line").first.evaluate("el => getComputedStyle(el).fontSize").rstrip("px")) < 16
     finally:
         context.close()
+
+
+def test_a_guided_step_reaches_the_page_as_one_update(server, browser):
+    """A step sets several controls; the page gets one PATCH-DOC for it (once its curves have been drawn)."""
+    context, page = open_page(browser, server, 1280)
+    try:
+        headers: list[str] = []
+        page.on("websocket", lambda ws: ws.on(
+            "framereceived", lambda f: headers.append(f) if isinstance(f, str) and '"msgtype"' in f else None))
+        page.reload()
+        sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
+        step = lambda title: page.locator(".step-button button").filter(has_text=title)  # noqa: E731
+        peak = page.locator('[data-readout="peak_batch"] .readout-value')
+        for title, shown in (("Memory wall", re.compile(r"^(?!8\d$)")), ("As shipped", re.compile(r"^8\d$"))):
+            step(title).click()  # both states and their curves are drawn once
+            sync_api.expect(peak).to_have_text(shown)
+            page.wait_for_timeout(1500)
+        headers.clear()
+        step("Memory wall").click()
+        sync_api.expect(peak).not_to_have_text(re.compile(r"^8\d$"))
+        page.wait_for_timeout(1500)
+        patches = [h for h in headers if '"PATCH-DOC"' in h]
+        assert len(patches) == 1, headers
+        page.wait_for_function("new URLSearchParams(location.search).get('pool_gib') === '2.0'"
+                               " && new URLSearchParams(location.search).get('max_num_seqs') === '512'")
+    finally:
+        context.close()
