@@ -202,6 +202,8 @@ def test_the_readme_iframe_snippet_sizes_the_frame_in_an_820_px_column(server, b
         assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
         height = page.locator("#cb-explorable").bounding_box()["height"]
         assert height == pytest.approx(fits["content"], abs=2) and height < 6000  # sized to the page, not growing
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "embed-820.png"), full_page=True)
     finally:
         context.close()
         httpd.shutdown()
