@@ -31,6 +31,7 @@ WIDTHS = (320, 390, 820, 1280)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
+sync_api.expect.set_options(timeout=TIMEOUT_MS)  # a loaded 2-core machine can take more than 5 s to draw
 
 
 def _free_port() -> int:
