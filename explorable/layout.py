@@ -180,7 +180,7 @@ _EMBED_SCRIPT = """<script>
 </script>""" % EMBED_MESSAGE
 
 
-def EmbedHeight() -> pn.pane.HTML:  # noqa: N802 - reads as a component in the layout
+def _embed_height() -> pn.pane.HTML:
     """An invisible pane whose script posts the page's height to a parent frame."""
     return pn.pane.HTML(_EMBED_SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["embed-height"])
 
@@ -273,7 +273,7 @@ class ExplorableApp(pn.viewable.Viewer):
             # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
             pn.FlexBox(sidebar, main, flex_wrap="wrap", sizing_mode="stretch_width", margin=0,
                        css_classes=["page-body"], stylesheets=[stylesheet()]),
-            EmbedHeight(),
+            _embed_height(),
             css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
             styles=dict(projector.STYLES) if self.projector else {},
         )
