@@ -191,11 +191,13 @@ def open_page(page, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def measure_kind(feel: Feel, page, kind: str, repeats: int):
+def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float):
     """(latencies, work deltas) of `repeats` changes of one kind after one warm-up, or why it failed."""
     acts = actions(page)[kind]
     latency, work = [], []
     for i in range(repeats + 1):
+        if time.monotonic() > deadline:
+            return f"out of time after {i} changes (--budget)"
         ms, delta = feel.change(acts[i % len(acts)])
         if ms < 0:
             return f"change {i} did not reach the readouts in {feel.timeout:g} s"
@@ -217,6 +219,7 @@ def main() -> int:
     ap.add_argument("--quiet", type=float, default=0.6, help="seconds without a websocket frame = update done")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one change may take")
     ap.add_argument("--kinds", default="stop,slider,toggle,step")
+    ap.add_argument("--budget", type=float, default=600.0, help="seconds for the whole measurement")
     args = ap.parse_args()
 
     try:
@@ -234,6 +237,7 @@ def main() -> int:
         return 2
 
     rows, failed, load_s = {}, [], []
+    deadline = time.monotonic() + args.budget
     try:
         with sync_playwright() as p:
             try:
@@ -247,7 +251,7 @@ def main() -> int:
             for kind in args.kinds.split(","):
                 try:
                     load_s.append(open_page(page, server.url))
-                    result = measure_kind(feel, page, kind, args.repeats)
+                    result = measure_kind(feel, page, kind, args.repeats, deadline)
                 except PlaywrightError as exc:  # a control that is not there, a page that broke
                     failed.append(f"{kind}: {str(exc).splitlines()[0]}")
                     continue
