@@ -103,7 +103,8 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
         self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(STEPS) - 1)))
-        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(0, 8))
+        self.text = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 8),
+                                 styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state)
         self.chosen = match if match is not None else 0
         self.state.param.watch(self._refresh, ["trace", "run_error"])
@@ -137,7 +138,8 @@ class Guide(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["step-row"], margin=0),
-            pn.Row(self.text, pn.Column(self.prev, self.next, margin=0, width=130), sizing_mode="stretch_width",
-                   margin=0),
+            # The buttons sit beside the text, or under it on a phone.
+            pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
+                       sizing_mode="stretch_width", margin=0),
             css_classes=["guide"], sizing_mode="stretch_width", margin=(0, 6),
         )
