@@ -79,10 +79,12 @@ def browser():
         b.close()
 
 
-def open_page(browser, url: str, width: int, height: int = 800):
+def open_page(browser, url: str, width: int, height: int = 800, on_page=None):
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
+    if on_page:
+        on_page(page)
     page.goto(url)
     sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
     page.locator(".curves canvas").first.wait_for()
@@ -157,6 +159,8 @@ def test_the_page_fits_the_screen(server, browser, width, query):
             assert sidebar["x"] + sidebar["width"] <= lanes["x"] and lanes["y"] < sidebar["y"] + sidebar["height"]
         else:
             assert sidebar["y"] + sidebar["height"] <= lanes["y"] and lanes["width"] >= 0.9 * width - 30
+        log_px = float(page.locator(".log-line").first.evaluate("el => getComputedStyle(el).fontSize").rstrip("px"))
+        assert (log_px >= 16) == ("projector" in query)  # compact unless the link asks for the projector view
         if width in (390, 1280) and not query:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"layout-{width}.png"), full_page=True)
@@ -239,33 +243,23 @@ def test_projector_view_draws_every_chart_text_at_16_px_or_more(server, browser)
         close(context)
 
 
-def test_without_the_flag_chart_text_stays_compact(server, browser):
-    context, page = open_page(browser, server, 1280, 720)
-    try:
-        assert float(page.locator(".log-line").first.evaluate("el => getComputedStyle(el).fontSize").rstrip("px")) < 16
-    finally:
-        close(context)
-
-
 def test_a_guided_step_reaches_the_page_as_one_update(server, browser):
     """A step sets several controls; the page gets one PATCH-DOC for it (once its curves have been drawn)."""
-    context, page = open_page(browser, server, 1280)
+    headers: list[str] = []
+    listen = lambda page: page.on("websocket", lambda ws: ws.on(  # noqa: E731
+        "framereceived", lambda f: headers.append(f) if isinstance(f, str) and '"msgtype"' in f else None))
+    context, page = open_page(browser, server, 1280, on_page=listen)
     try:
-        headers: list[str] = []
-        page.on("websocket", lambda ws: ws.on(
-            "framereceived", lambda f: headers.append(f) if isinstance(f, str) and '"msgtype"' in f else None))
-        page.reload()
-        sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
         step = lambda title: page.locator(".step-button button").filter(has_text=title)  # noqa: E731
         peak = page.locator('[data-readout="peak_batch"] .readout-value')
         for title, shown in (("Memory wall", re.compile(r"^(?!8\d$)")), ("As shipped", re.compile(r"^8\d$"))):
             step(title).click()  # both states and their curves are drawn once
             sync_api.expect(peak).to_have_text(shown)
-            page.wait_for_timeout(1500)
+            page.wait_for_timeout(1000)
         headers.clear()
         step("Memory wall").click()
         sync_api.expect(peak).not_to_have_text(re.compile(r"^8\d$"))
-        page.wait_for_timeout(1500)
+        page.wait_for_timeout(1000)
         patches = [h for h in headers if '"PATCH-DOC"' in h]
         assert len(patches) == 1, headers
         page.wait_for_function("new URLSearchParams(location.search).get('pool_gib') === '2.0'"
