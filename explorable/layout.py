@@ -56,9 +56,9 @@ def _one_message_per_browser_event() -> None:
     twice goes once) and written together when the event has been handled.
     """
     for name in ("_change_event", "_process_bokeh_event"):
-        original = getattr(Syncable, name)
-        if getattr(original, "_explorable_held", False):
-            continue
+        original = getattr(Syncable, name, None)
+        if original is None or getattr(original, "_explorable_held", False):
+            continue  # a Panel without this hook: updates still work, as several messages
 
         def held(self, doc, *args, _original=original, **kwargs):
             with pn.io.hold(doc):
