@@ -10,7 +10,7 @@ import html
 import panel as pn
 import param
 
-from explorable.assets import stylesheet
+from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet
 from explorable.state import PRODUCTION_NAMES, ExplorableState
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
@@ -30,8 +30,7 @@ def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
 
     def highlight(*_):
         for b, v in zip(buttons, values):
-            b.variant = "solid" if getattr(state, name) == v else "outline"
-            b.color = "primary" if getattr(state, name) == v else "default"
+            mark_current(b, getattr(state, name) == v)
 
     state.param.watch(highlight, name)
     highlight()
@@ -86,13 +85,14 @@ class Controls(pn.viewable.Viewer):
     def _declared_note(self, *_):
         if self.state.allocation == "reserve":
             text = "Read at admission: each request reserves its prompt plus this many times its real output."
-            classes = ["control-note"]
+            inactive = False
         else:
             text = "Only read when reserving up front. On demand, the scheduler never looks at max_tokens."
-            classes = ["control-note", "inactive"]
+            inactive = True
         self.declared_note.object = f"<div>{text}</div>"
-        self.declared_note.css_classes = classes
-        self.declared_multiple.css_classes = ["ctl-declared_multiple"] + (["inactive"] if "inactive" in classes else [])
+        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.mark_current).
+        self.declared_note.styles = dict(INACTIVE_STYLES) if inactive else {}
+        self.declared_multiple.styles = dict(INACTIVE_STYLES) if inactive else {}
 
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.assets import stylesheet
+from explorable.assets import mark_current, stylesheet
 from explorable.state import CONTROLS, ExplorableState
 
 
@@ -120,7 +120,8 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
         self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(STEPS) - 1)))
-        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(0, 8))
+        self.text = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 8),
+                                 styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state)
         self.chosen = match if match is not None else 0
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
@@ -146,8 +147,7 @@ class Guide(pn.viewable.Viewer):
         drifted = match is None and self.followed
         with pn.io.hold():
             for i, button in enumerate(self.buttons):
-                button.color = "primary" if i == match else "light"
-                button.variant = "solid" if i == match else "outline"
+                mark_current(button, i == match)
             self.prev.disabled = self.chosen == 0
             self.next.disabled = self.chosen == len(STEPS) - 1
             if drifted:
@@ -167,7 +167,8 @@ class Guide(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["step-row"], margin=0),
-            pn.Row(self.text, pn.Column(self.prev, self.next, margin=0, width=130), sizing_mode="stretch_width",
-                   margin=0),
+            # The buttons sit beside the text, or under it on a phone.
+            pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
+                       sizing_mode="stretch_width", margin=0),
             css_classes=["guide"], sizing_mode="stretch_width", margin=(0, 6),
         )

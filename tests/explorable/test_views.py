@@ -14,6 +14,7 @@ from bokeh.document import Document
 from engine import RunConfig, simulate
 from engine.logs import periodic_log_line, startup_log_line
 from explorable import runs
+from explorable.assets import is_current
 from explorable.curves import SEQ_SWEEP, sweep
 from explorable.guide import STEPS, matching_step, step_settings
 from explorable.layout import build_app
@@ -176,7 +177,7 @@ def test_choosing_a_step_sets_every_control(app):
     app.state.spread = 4.0
     guide.buttons[6].clicks += 1  # "Memory wall"
     assert (app.state.pool_gib, app.state.max_num_seqs, app.state.spread) == (2.0, 512, 16.0)
-    assert guide.buttons[6].color == "primary"
+    assert [is_current(b) for b in guide.buttons] == [i == 6 for i in range(len(guide.buttons))]
     assert 'data-step="7"' in guide.text.object
     guide.prev.clicks += 1
     assert guide.chosen == 5 and app.state.spread == 1.0
