@@ -7,6 +7,7 @@ import panel as pn
 import pytest
 
 from explorable import logs_view
+from explorable.assets import is_current
 from explorable.controls import DECLARED_STOPS, Controls
 from explorable.guide import STEPS, Guide
 from explorable.layout import build_app
@@ -60,9 +61,9 @@ def test_declared_max_tokens_has_one_click_stops():
                if "stop-declared_multiple" in b.css_classes]
     assert [b.label for b in buttons] == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
     buttons[0].clicks += 1
-    assert state.declared_multiple == 1.0 and buttons[0].variant == "solid"
+    assert state.declared_multiple == 1.0 and is_current(buttons[0])
     buttons[3].clicks += 1
-    assert state.declared_multiple == 8.0 and buttons[0].variant == "outline"
+    assert state.declared_multiple == 8.0 and not is_current(buttons[0]) and is_current(buttons[3])
 
 
 def test_each_mode_names_its_production_setting():
