@@ -1,0 +1,206 @@
+"""What a browser may change on the server: the page's controls, within their bounds and on their steps.
+
+A page's websocket carries PATCH-DOC messages that Bokeh applies to the session's document as they come:
+any model, any property, any data. A script can therefore replace a chart's data with millions of numbers,
+switch on a disabled toggle or click a hidden button. `protect(doc)` filters each incoming patch (as JSON,
+before Bokeh decodes it) down to what a reader's browser really sends: a value of a slider, a selection,
+a radio group or a checkbox, a button click, the card's fold, the zoom of a time axis, the page's size and
+location; from a widget that is enabled and visible; of the JSON type that property takes; snapped to the
+slider's step. Everything else is dropped, counted, and reported in one rate-limited log line that names
+kinds and properties, never values.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from typing import Any
+
+from bokeh.core.serialization import Serialized
+from bokeh.document import Document
+
+log = logging.getLogger(__name__)
+
+# Properties a browser legitimately sets, by Bokeh model type, and the JSON type of each.
+NUMBER, INTEGER, BOOLEAN, TEXT = "number", "integer", "boolean", "text"
+ACCEPTED: dict[str, dict[str, str]] = {
+    "Slider": {"value": NUMBER, "value_throttled": NUMBER},  # Panel's IntSlider and FloatSlider
+    "RadioButtonGroup": {"active": INTEGER},
+    "Select": {"value": TEXT},
+    "CustomSelect": {"value": TEXT},  # Panel's Select
+    "Checkbox": {"active": BOOLEAN},
+    "Card": {"collapsed": BOOLEAN},
+    "Range1d": {"start": NUMBER, "end": NUMBER},  # drag-to-zoom on the lanes, double-click to reset
+    "DataRange1d": {"start": NUMBER, "end": NUMBER},  # the curves' auto-ranged axes, as bokehjs computed them
+    "BrowserInfo": {"dark_mode": BOOLEAN, "device_pixel_ratio": NUMBER, "language": TEXT, "timezone": TEXT,
+                    "timezone_offset": NUMBER, "webdriver": BOOLEAN, "webgl": BOOLEAN},  # Panel's pn.state.browser_info
+    "Tooltip": {"visible": BOOLEAN},  # a control's help bubble
+    "Location": {"href": TEXT, "hostname": TEXT, "pathname": TEXT, "protocol": TEXT, "port": TEXT,
+                 "search": TEXT, "hash": TEXT},
+}
+# bokehjs reports laid-out sizes of every layout and plot (read-only on the Python side).
+SIZES = {"inner_width", "inner_height", "outer_width", "outer_height"}
+# UI events a page sends (Panel's `document_ready`, Bokeh's button click).
+EVENTS = {"document_ready", "button_click"}
+MAX_TEXT = 4096  # a URL; nothing a reader sends is longer
+
+
+def snap_to_step(value: float, start: float, end: float, step: float) -> float:
+    """`value` on the grid start + k * step, inside [start, end] (a slider's own rule)."""
+    if step <= 0:
+        return min(max(value, start), end)
+    k = round((value - start) / step)
+    snapped = min(max(start + k * step, start), end)
+    return float(round(snapped, 9))
+
+
+def _json_type_ok(value: Any, kind: str) -> bool:
+    if kind == BOOLEAN:
+        return isinstance(value, bool)
+    if kind == TEXT:
+        return isinstance(value, str) and len(value) <= MAX_TEXT
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if kind == INTEGER:
+        return isinstance(value, int) and abs(value) < 2**31
+    return math.isfinite(value)
+
+
+def _model_of(doc: Document, ref: Any):
+    if isinstance(ref, dict) and isinstance(ref.get("id"), str) and len(ref) <= 3:
+        return doc.get_model_by_id(ref["id"])
+    return None
+
+
+def _reachable(model) -> bool:
+    """A widget a reader can use: shown and not disabled (a crafted message can reach the others)."""
+    return bool(getattr(model, "visible", True)) and not bool(getattr(model, "disabled", False))
+
+
+class PatchFilter:
+    """Keeps the acceptable events of a PATCH-DOC for one document; counts what it drops."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+        self.dropped: Counter[str] = Counter()
+        self.snapped = 0
+
+    def event(self, event: Any) -> dict | None:
+        """The event to apply (maybe with a snapped value), or None to drop it."""
+        if not isinstance(event, dict):
+            return self._drop("not an event")
+        kind = event.get("kind")
+        if kind == "ModelChanged":
+            return self._model_changed(event)
+        if kind == "MessageSent":
+            return self._message(event)
+        return self._drop(str(kind)[:40])  # data replaced, streamed, patched; roots added or removed
+
+    def _model_changed(self, event: dict) -> dict | None:
+        model = _model_of(self.doc, event.get("model"))
+        attr, new = event.get("attr"), event.get("new")
+        if model is None or not isinstance(attr, str):
+            return self._drop("unknown model")
+        name = type(model).__name__
+        if attr in SIZES and _json_type_ok(new, INTEGER if isinstance(new, int) else NUMBER):
+            return event
+        if attr == "visible" and isinstance(new, bool) and model.id in _folded_by_cards(self.doc):
+            return event  # bokehjs shows and hides a Card's children when the reader folds it
+        kind = ACCEPTED.get(name, {}).get(attr)
+        if kind is None:
+            return self._drop(f"{name}.{attr}"[:60])
+        if not _reachable(model):
+            return self._drop(f"{name}.{attr} (disabled or hidden)")
+        if not _json_type_ok(new, kind):
+            return self._drop(f"{name}.{attr} (wrong type)")
+        if name == "Slider":
+            start, end, step = float(model.start), float(model.end), float(model.step or 0)
+            snapped = snap_to_step(float(new), start, end, step)
+            if isinstance(new, int) and float(new).is_integer() and snapped.is_integer():
+                snapped = int(snapped)
+            if snapped != new:
+                self.snapped += 1
+                return {**event, "new": snapped}
+        if name == "RadioButtonGroup" and not 0 <= new < len(model.labels):
+            return self._drop(f"{name}.{attr} (out of range)")
+        if name == "Select" and new not in _options(model):
+            return self._drop(f"{name}.{attr} (not an option)")
+        return event
+
+    def _message(self, event: dict) -> dict | None:
+        data = event.get("msg_data")
+        if event.get("msg_type") != "bokeh_event" or not isinstance(data, dict):
+            return self._drop("message")
+        name = data.get("name")
+        if name not in EVENTS:
+            return self._drop(f"event {str(name)[:30]}")
+        if name == "button_click":
+            values = data.get("values")
+            entries = values.get("entries") if isinstance(values, dict) else None
+            model_ref = next((v for k, v in entries or [] if k == "model"), None) if isinstance(entries, list) else None
+            model = _model_of(self.doc, model_ref)
+            if model is None or type(model).__name__ != "Button" or not _reachable(model):
+                return self._drop("button_click (unknown, disabled or hidden)")
+        return event
+
+    def _drop(self, what: str) -> None:
+        self.dropped[what] += 1
+        return None
+
+
+def _folded_by_cards(doc: Document) -> frozenset[str]:
+    """Ids of the models a Card shows and hides (its children); computed once per document."""
+    found = getattr(doc, "_explorable_card_children", None)
+    if found is None:
+        found = frozenset(child.id for m in doc.models if type(m).__name__ == "Card"
+                          for child in getattr(m, "children", []) or [] if hasattr(child, "id"))
+        doc._explorable_card_children = found
+    return found
+
+
+def _options(model) -> set[str]:
+    out = set()
+    for option in model.options or []:
+        out.add(option[0] if isinstance(option, (tuple, list)) else option)
+    return out
+
+
+def filter_patch(doc: Document, patch_json: Any) -> tuple[Any | None, PatchFilter]:
+    """The patch with only acceptable events (None when nothing is left), and the filter's counts."""
+    pf = PatchFilter(doc)
+    serialized = isinstance(patch_json, Serialized)
+    content = patch_json.content if serialized else patch_json
+    events = content.get("events") if isinstance(content, dict) else None
+    if not isinstance(events, list):
+        pf._drop("malformed patch")
+        return None, pf
+    kept = [e for e in (pf.event(ev) for ev in events) if e is not None]
+    if not kept:
+        return None, pf
+    content = {**content, "events": kept}
+    # Kept events hold plain JSON values only: binary buffers (column data) are never needed.
+    return (Serialized(content, []) if serialized else content), pf
+
+
+def protect(doc: Document | None) -> None:
+    """Filter every patch a browser sends to `doc` (once per document; idempotent; None: not served)."""
+    if doc is None or getattr(doc, "_explorable_guarded", False):
+        return
+    apply = doc.apply_json_patch
+
+    def guarded_apply_json_patch(patch_json, *, setter=None):
+        patch, pf = filter_patch(doc, patch_json)
+        if pf.dropped:
+            # One line per patch at most, and the log filter (log_limits) rate-limits repeats.
+            log.warning("ignored %d change(s) a page sent to things that are not its controls: %s",
+                        sum(pf.dropped.values()), ", ".join(sorted(pf.dropped))[:200])
+        if patch is not None:
+            if log.isEnabledFor(logging.DEBUG):  # names of what was applied, never values
+                log.debug("applied: %s", ", ".join(
+                    f"{type(doc.get_model_by_id(e['model']['id'])).__name__}.{e['attr']}" if e.get("kind") == "ModelChanged"
+                    else str(e.get("msg_data", {}).get("name")) for e in (patch.content if isinstance(patch, Serialized)
+                                                                          else patch)["events"]))
+            apply(patch, setter=setter)
+
+    doc.apply_json_patch = guarded_apply_json_patch
+    doc._explorable_guarded = True
