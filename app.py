@@ -6,6 +6,7 @@ from explorable.health import page_built
 from explorable.layout import TITLE, build_app, configure
 
 configure()
-protect(pn.state.curdoc)  # this page's websocket may change its controls, and nothing else
-build_app().servable(title=TITLE)
+page = build_app()
+protect(pn.state.curdoc, page.state)  # this page's websocket may change its controls only, within a budget
+page.servable(title=TITLE)
 page_built(pn.state.curdoc)  # /liveness?endpoint=/app checks that a page got this far

@@ -1,20 +1,26 @@
 """A compute budget per browser session, and one for the server, so that no page takes more than its share.
 
-Every run a page asks for (a control moved; `runs.budgeted`) costs server CPU: the simulation when the state
-is new, and the views' update either way. Each session has a token bucket of CPU seconds (`SESSION_*`);
-the server has one too (`SERVER_*`), refilled a little slower than one core so that page opens, websocket
-traffic and the GPU queue keep their room. A run goes ahead at once while both buckets hold tokens. Otherwise
-the page keeps the values its reader set, shows one notice, and its run waits: when the server's bucket
-refills, the waiting page whose own bucket is fullest (who has used least lately) goes first. A page that
-floods the server therefore waits behind everyone else, and when it is served it is served its latest
-values, once. What a run cost (CPU time of the run and its views; a simulation the curves start later) is
-charged to the session's bucket and to the server's; a bucket may go below zero by one run's cost.
+What a page makes the server do starts with a control change its browser sends (a slider released, a stop
+or guided step clicked): Panel processes it (about 20-30 ms for this page) and the state runs the engine
+(a simulation for the run and each new curve point when the state is new). Each session has a token bucket
+of CPU seconds (`SESSION_*`), the server has one (`SERVER_*`), refilled slower than one core so that page
+opens and websocket traffic keep their room. explorable.guard asks `admit(doc, cost)` for each patch that
+changes a control: it is applied at once while both buckets hold tokens and no waiting page comes first.
+Otherwise `hold` keeps it, merged with what the page already had waiting (the latest value of each control
+wins), the page shows one notice, and its changes are applied when it is its turn. Turns go to the waiting
+page that has asked for least lately (the cost of what it sent over the last DEMAND_TAU_S, served or not):
+a reader moving between visited states goes before a page that keeps asking for new ones, and a flooding
+page waits behind everyone else, then is served its latest values once. A change is charged in advance
+(`change_cost`); the simulations explorable.runs reports beyond what was paid in advance are charged as
+measured (wall time: what other pages wait for); a bucket may go below zero by one change's cost.
 
-State is kept per Bokeh document (weakly: a closed page leaves nothing behind). All of it is touched only
-on the server's event-loop thread, where Bokeh runs every session's callbacks.
+State is kept per Bokeh document, weakly: a closed page leaves nothing behind. Everything here runs on the
+server's event-loop thread, where Bokeh runs every session's callbacks.
 """
 from __future__ import annotations
 
+import logging
+import math
 import time
 import weakref
 from collections.abc import Callable
@@ -25,25 +31,36 @@ import panel as pn
 
 from explorable import runs
 
-# A page alone may use a quarter of a core for as long as it likes, in bursts of two seconds: a reader
-# dragging through new states every second stays well inside it (a new state costs 0.05-0.3 s).
+log = logging.getLogger(__name__)
+
+# Panel's processing of one control change on this page, before any simulation: 20-30 ms measured with
+# cProfile on the 2-core machine (events, watchers, views, serialising the reply).
+CHANGE_COST_S = 0.03
+# A state nobody has asked for also runs the engine for the run and each new point of the two curves
+# (about 30 simulations): 0.1-0.3 s. Charged in advance when a slider change leads to an uncached state,
+# so that twenty pages asking at once cannot all be let in before their simulations are counted.
+NEW_STATE_COST_S = 0.2
+# A page alone may use a quarter of a core for as long as it likes, in bursts of a second: a reader
+# releasing a slider at new states every second or two stays inside it.
 SESSION_RATE = 0.25  # CPU seconds per second
-SESSION_BURST = 2.0  # CPU seconds
-# The server: most of one core for runs; the rest for everything else a class sends.
+SESSION_BURST = 1.0  # CPU seconds
+# The server: 0.7 of the event loop's time for changes (the rest keeps page opens and websocket traffic
+# moving). A small burst: what is let in at once is what the next page may have to wait behind.
 SERVER_RATE = 0.7
-SERVER_BURST = 2.0
-RETRY_S = 0.05  # how often a waiting page looks again while others go first
+SERVER_BURST = 0.5
+DEMAND_TAU_S = 10.0  # how long a page's requests count against its place in the queue
+RETRY_S = 0.1  # how soon a waiting page looks again while another goes first
 BUSY_NOTICE = ("The server is busy with other pages: your latest settings will be shown as soon as it is "
                "your turn.")
 
 
 @dataclass
 class Bucket:
-    """Tokens in CPU seconds, refilled at `rate` up to `burst`."""
+    """Tokens in CPU seconds, refilled at `rate` up to `burst`; starts full."""
 
     rate: float
     burst: float
-    tokens: float = 0.0
+    tokens: float = -1.0
     stamp: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -51,7 +68,7 @@ class Bucket:
 
     def level(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
         self.stamp = now
         return self.tokens
 
@@ -68,69 +85,85 @@ class Bucket:
 @dataclass
 class Session:
     bucket: Bucket = field(default_factory=lambda: Bucket(SESSION_RATE, SESSION_BURST))
-    pending: Callable[[], Any] | None = None  # the run to do when it is this page's turn
-    owner: Any = None  # the page's state (for the notice)
+    pending: dict[Any, Any] = field(default_factory=dict)  # what the page sent while waiting, latest per key
+    apply: Callable[[list], None] | None = None  # applies held events to the page's document
     timer: Any = None
+    state: Any = None  # the page's ExplorableState (its notices show the busy notice)
+    prepaid: float = 0.0  # simulation time charged in advance, not yet used
+    pending_cost: float = 0.0  # what the held changes will be charged
+    demand: float = 0.0  # cost of what it asked for, decaying with DEMAND_TAU_S
+    demand_stamp: float = field(default_factory=time.monotonic)
+
+    def demanded(self, now: float, cost: float = 0.0) -> float:
+        self.demand = self.demand * math.exp(-(now - self.demand_stamp) / DEMAND_TAU_S) + cost
+        self.demand_stamp = now
+        return self.demand
 
 
 SERVER = Bucket(SERVER_RATE, SERVER_BURST)
 _sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_metering = False  # inside a gated run: its wall of CPU time is charged whole, not simulation by simulation
-counters = {"ran": 0, "deferred": 0, "served_late": 0}
+counters = {"applied": 0, "held": 0, "served_late": 0}
 
 
-def _session(doc) -> Session:
+def session_of(doc) -> Session:
     found = _sessions.get(doc)
     if found is None:
         found = _sessions[doc] = Session()
     return found
 
 
-def _waiting() -> list[Session]:
-    return [s for s in list(_sessions.values()) if s.pending is not None]
+def attach_state(doc, state: Any) -> None:
+    """The page's state: it shows the busy notice and tells which changes lead to a new state."""
+    session_of(doc).state = state
+
+
+def admit(doc, cost: float) -> bool:
+    """May this page's control change (costing `cost`) be applied now? It has nothing waiting, and it is its turn."""
+    me = session_of(doc)
+    me.demanded(time.monotonic(), cost)
+    return not me.pending and _my_turn(me)
 
 
 def _my_turn(me: Session) -> bool:
-    """Both buckets hold tokens, and no waiting page has used less lately than this one."""
+    """Both buckets hold tokens, and no other waiting page that could go has asked for less lately."""
     now = time.monotonic()
     if SERVER.level(now) <= 0 or me.bucket.level(now) <= 0:
         return False
-    mine = me.bucket.tokens
-    return all(other is me or other.bucket.level(now) <= mine for other in _waiting())
+    mine = me.demanded(now)
+    return all(other is me or not other.pending or other.bucket.level(now) <= 0 or other.demanded(now) >= mine
+               for other in list(_sessions.values()))
 
 
-def _run_charged(session: Session, work: Callable[[], Any]) -> None:
-    global _metering
-    started, _metering = time.thread_time(), True
-    try:
-        work()
-    finally:
-        _metering = False
-        spent = time.thread_time() - started
-        session.bucket.charge(spent)
-        SERVER.charge(spent)
-        counters["ran"] += 1
+def charge(doc, seconds: float) -> None:
+    """Charge this page and the server."""
+    session_of(doc).bucket.charge(seconds)
+    SERVER.charge(seconds)
 
 
-def gate(work: Callable[[], Any], owner: Any) -> None:
-    """Run `work` (a page's run) now if it is this page's turn, else remember it and try again later."""
-    doc = pn.state.curdoc
-    if doc is None or doc.session_context is None:  # not a served page (a test, the liveness check)
-        work()
-        return
-    session = _session(doc)
-    if session.owner is None and getattr(owner, "trace", True) is None:
-        session.owner = owner
-        _run_charged(session, work)  # a page's first run builds the page: never deferred
-        return
-    session.owner = owner
-    if session.pending is None and _my_turn(session):
-        _run_charged(session, work)
-        return
-    if session.pending is None:
-        counters["deferred"] += 1
+def change_cost(new_state: bool) -> float:
+    return CHANGE_COST_S + (NEW_STATE_COST_S if new_state else 0.0)
+
+
+def applied(doc, cost: float) -> None:
+    """A change goes ahead: charge it now (its simulations are paid in advance as far as foreseen)."""
+    counters["applied"] += 1
+    session = session_of(doc)
+    session.prepaid += max(0.0, cost - CHANGE_COST_S)
+    charge(doc, cost)
+
+
+def hold(doc, events: list[tuple[Any, Any]], cost: float, apply: Callable[[list], None]) -> None:
+    """Keep (key, event) pairs for later (a later event of the same key replaces an earlier one)."""
+    session = session_of(doc)
+    if not session.pending:
+        counters["held"] += 1
+        session.pending_cost = 0.0
         _notice(session, True)
-    session.pending = work  # the latest request replaces the one waiting
+    session.pending_cost = max(session.pending_cost, cost)
+    for key, event in events:
+        session.pending.pop(key, None)  # re-insert: the order of the latest changes is kept
+        session.pending[key] = event
+    session.apply = apply
     _schedule(doc, session)
 
 
@@ -141,21 +174,30 @@ def _schedule(doc, session: Session) -> None:
 
     def retry():
         session.timer = None
-        if session.pending is None:
+        if not session.pending:
+            return
+        if not _connected(doc):  # the page went away: nobody waits for its changes (a reconnect re-reads the page)
+            session.pending = {}
             return
         if not _my_turn(session):
             _schedule(doc, session)
             return
-        work, session.pending = session.pending, None
+        events, session.pending = list(session.pending.values()), {}
         counters["served_late"] += 1
         _notice(session, False)
-        _run_charged(session, work)
+        applied(doc, session.pending_cost)
+        session.apply(events)
 
     session.timer = doc.add_timeout_callback(retry, int(1000 * min(wait, 30.0)))
 
 
+def _connected(doc) -> bool:
+    server_session = getattr(getattr(doc, "session_context", None), "_session", None)
+    return getattr(server_session, "connection_count", 1) > 0
+
+
 def _notice(session: Session, waiting: bool) -> None:
-    state = session.owner
+    state = session.state
     if state is None or not hasattr(state, "notices"):
         return
     has = BUSY_NOTICE in state.notices
@@ -166,15 +208,17 @@ def _notice(session: Session, waiting: bool) -> None:
 
 
 def meter(seconds: float) -> None:
-    """Charge a simulation run outside a gated run (the curves, drawn on the next tick) to its page."""
-    if _metering:
-        return
+    """explorable.runs reports each simulation it ran (a cache miss): charge it to the page that asked."""
     doc = pn.state.curdoc
-    SERVER.charge(seconds)
-    if doc is not None and doc.session_context is not None:
-        _session(doc).bucket.charge(seconds)
+    if doc is None or doc.session_context is None:
+        SERVER.charge(seconds)
+        return
+    session = session_of(doc)
+    paid = min(session.prepaid, seconds)
+    session.prepaid -= paid
+    charge(doc, seconds - paid)
 
 
 def install() -> None:
-    """Route the explorable's runs through the budget (idempotent)."""
-    runs.gate, runs.meter = gate, meter
+    """Have explorable.runs report its simulations here (idempotent)."""
+    runs.meter = meter

@@ -7,7 +7,8 @@ before Bokeh decodes it) down to what a reader's browser really sends: a value o
 a radio group or a checkbox, a button click, the card's fold, the zoom of a time axis, the page's size and
 location; from a widget that is enabled and visible; of the JSON type that property takes; snapped to the
 slider's step. Everything else is dropped, counted, and reported in one rate-limited log line that names
-kinds and properties, never values.
+kinds and properties, never values. A change to a control goes through the page's compute budget
+(explorable.budget): applied now, or held (the latest value of each control) until it is the page's turn.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 
 from bokeh.core.serialization import Serialized
 from bokeh.document import Document
+
+from explorable import budget, runs
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,9 @@ ACCEPTED: dict[str, dict[str, str]] = {
 SIZES = {"inner_width", "inner_height", "outer_width", "outer_height"}
 # UI events a page sends (Panel's `document_ready`, Bokeh's button click).
 EVENTS = {"document_ready", "button_click"}
+# What makes the page run the engine, and so goes through the compute budget.
+CONTROLS = {("Slider", "value"), ("Slider", "value_throttled"), ("RadioButtonGroup", "active"),
+            ("Select", "value"), ("CustomSelect", "value"), ("Checkbox", "active")}
 MAX_TEXT = 4096  # a URL; nothing a reader sends is longer
 
 
@@ -182,9 +188,50 @@ def filter_patch(doc: Document, patch_json: Any) -> tuple[Any | None, PatchFilte
     return (Serialized(content, []) if serialized else content), pf
 
 
-def protect(doc: Document | None) -> None:
-    """Filter every patch a browser sends to `doc` (once per document; idempotent; None: not served)."""
-    if doc is None or getattr(doc, "_explorable_guarded", False):
+def _budget_key(doc: Document, event: dict) -> Any | None:
+    """The key under which a held change is merged (latest wins), or None for a change that costs nothing."""
+    if event.get("kind") == "MessageSent":
+        return ("click",) if event.get("msg_data", {}).get("name") == "button_click" else None
+    model = doc.get_model_by_id(event["model"]["id"])
+    if (type(model).__name__, event["attr"]) in CONTROLS:
+        return (event["model"]["id"], event["attr"])
+    return None
+
+
+def _leads_to_a_new_state(doc: Document, changes: list[tuple[Any, dict]]) -> bool:
+    """Does this patch move a slider to a state whose run is not cached (so ~30 simulations will follow)?
+    Only sliders reach new states cheaply; buttons, selections and toggles lead to a few states each."""
+    state = budget.session_of(doc).state
+    if state is None or not hasattr(state, "control_values"):
+        return False
+    values, moved = state.control_values(), False
+    for _key, event in changes:
+        if event.get("kind") != "ModelChanged" or event["attr"] != "value_throttled":
+            continue
+        model = doc.get_model_by_id(event["model"]["id"])
+        for css in getattr(model, "css_classes", None) or []:
+            if css.startswith("ctl-") and css[4:] in values:
+                values[css[4:]], moved = event["new"], True
+    if not moved:
+        return False
+    try:
+        cfg = runs.RunConfig(**{k: float(v) if k in FLOAT_CONTROLS else v for k, v in values.items()})
+    except runs.RUN_ERRORS:
+        return False  # the engine refuses it: no simulation follows
+    return not runs.is_cached(cfg)
+
+
+FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread")
+
+
+def protect(doc: Document | None, state: Any = None) -> None:
+    """Filter every patch a browser sends to `doc`, and put its control changes through the compute budget
+    (once per document; idempotent; None: not a served page). `state` shows the budget's busy notice."""
+    if doc is None:
+        return
+    if state is not None:
+        budget.attach_state(doc, state)
+    if getattr(doc, "_explorable_guarded", False):
         return
     apply = doc.apply_json_patch
 
@@ -194,13 +241,23 @@ def protect(doc: Document | None) -> None:
             # One line per patch at most, and the log filter (log_limits) rate-limits repeats.
             log.warning("ignored %d change(s) a page sent to things that are not its controls: %s",
                         sum(pf.dropped.values()), ", ".join(sorted(pf.dropped))[:200])
-        if patch is not None:
-            if log.isEnabledFor(logging.DEBUG):  # names of what was applied, never values
-                log.debug("applied: %s", ", ".join(
-                    f"{type(doc.get_model_by_id(e['model']['id'])).__name__}.{e['attr']}" if e.get("kind") == "ModelChanged"
-                    else str(e.get("msg_data", {}).get("name")) for e in (patch.content if isinstance(patch, Serialized)
-                                                                          else patch)["events"]))
-            apply(patch, setter=setter)
+        if patch is None:
+            return
+        events = patch.content["events"] if isinstance(patch, Serialized) else patch["events"]
+        keyed = [(_budget_key(doc, e), e) for e in events]
+        costly = [(k, e) for k, e in keyed if k is not None]
+        cost = budget.change_cost(_leads_to_a_new_state(doc, costly)) if costly else 0.0
+        if costly and not budget.admit(doc, cost):
+            budget.hold(doc, costly, cost, lambda held: apply(Serialized({"events": held}, []), setter=setter))
+            events = [e for k, e in keyed if k is None]
+            if not events:
+                return
+            patch = Serialized({"events": events}, [])
+        elif costly:
+            budget.applied(doc, cost)
+        if log.isEnabledFor(logging.DEBUG):  # names of what is applied, never values
+            log.debug("applied: %s", ", ".join(str(k or e.get("attr") or e.get("kind")) for k, e in keyed))
+        apply(patch, setter=setter)
 
     doc.apply_json_patch = guarded_apply_json_patch
     doc._explorable_guarded = True

@@ -8,6 +8,7 @@ the handlers of the loggers a served app writes to; it changes records, never th
 from __future__ import annotations
 
 import logging
+import re
 import reprlib
 import threading
 import time
@@ -16,6 +17,10 @@ MAX_MESSAGE = 500  # characters of one record's message
 MAX_TRACEBACK = 3000  # characters of its traceback: the head (where) and the tail (what)
 BURST, WINDOW_S = 5, 60.0  # the same message at most BURST times per WINDOW_S
 UNLIMITED = ("tornado.access",)  # one line per HTTP request: an operator's record, bounded by requests
+# A page that went away while the server wrote to it (asyncio reports each pending write with two chained
+# tracebacks): nothing to fix, so one short line.
+CLOSED = ("WebSocketClosedError", "StreamClosedError")
+_DIGITS = re.compile(r"\d+")
 LOGGERS = ("", "bokeh", "panel", "tornado")
 
 _short = reprlib.Repr()
@@ -53,8 +58,12 @@ class BoundedRecords(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "_bounded", False):  # several handlers share one record
             return True
+        if record.exc_info and type(record.exc_info[1]).__name__ in CLOSED:
+            record.msg, record.args, record.exc_info = "a page's connection closed while the server wrote to it", None, None
+        elif "exception=WebSocketClosedError()" in str(record.msg)[:400]:
+            record.msg, record.args, record.exc_info = "a page's connection closed while the server wrote to it", None, None
         if record.name not in UNLIMITED:
-            key = (record.name, record.levelno, str(record.msg)[:120])
+            key = (record.name, record.levelno, _DIGITS.sub("#", str(record.msg)[:120]))
             now = time.monotonic()
             with self._lock:
                 if len(self._seen) > 4096:  # keys are format strings: a few dozen in practice

@@ -5,21 +5,17 @@ the server snaps every slider to its step (explorable.guard), so the states a cl
 and repeat. The caches are bounded by memory, not only by count: a thrashing trace holds tens of thousands
 of passes (MBs), a throughput figure for the curves a float.
 
-On a server, explorable.budget installs a gate and a meter here (this module stays free of Panel): the
-state's run goes through `budgeted`, so a session over its compute budget runs its latest settings later,
-and the time spent simulating cache misses is charged to the session that asked.
+On a server, explorable.budget installs `meter` here (this module stays free of Panel): the CPU time of
+the wall time of each simulation (a cache miss) is charged to the page that asked for it.
 """
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
-
 import numpy as np
 
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
@@ -35,8 +31,7 @@ TRACE_CACHE_BYTES = 160 * 2**20
 TRACE_CACHE_ITEMS = 256
 THROUGHPUT_CACHE_ITEMS = 16384  # one float and its RunConfig (~1 kB) each: ~16 MB at most
 
-# Installed by explorable.budget on a served page; None elsewhere (tests, notebooks: run at once).
-gate: Callable[[Callable[[], Any], Any], None] | None = None
+# Installed by explorable.budget on a server; None elsewhere (tests, notebooks).
 meter: Callable[[float], None] | None = None
 
 
@@ -95,12 +90,12 @@ _TRACES = _TraceCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS)
 
 
 def _simulate_metered(cfg: RunConfig) -> Trace:
-    started = time.thread_time()
+    started = time.perf_counter()  # wall time: how long the event loop, and every other page, waited
     try:
         return simulate(cfg)
     finally:
         if meter is not None:
-            meter(time.thread_time() - started)
+            meter(time.perf_counter() - started)
 
 
 def run(cfg: RunConfig) -> Trace:
@@ -128,20 +123,6 @@ def throughput(cfg: RunConfig) -> float:
         return float(trace.summary()["throughput_tok_s"])
     except RUN_ERRORS:
         return math.nan
-
-
-def budgeted(method: Callable) -> Callable:
-    """For the state's run method: on a server, `gate` decides whether it runs now or, for a session over
-    its compute budget, later (reading the controls as they are then: the latest value wins)."""
-
-    @functools.wraps(method)
-    def run_now_or_later(self, *args, **kwargs):
-        if gate is None:
-            return method(self, *args, **kwargs)
-        gate(functools.partial(method, self, *args, **kwargs), self)
-        return None
-
-    return run_now_or_later
 
 
 def config_problem(cfg_fields: dict) -> str | None:

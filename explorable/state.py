@@ -91,7 +91,6 @@ class ExplorableState(param.Parameterized):
         return RunConfig(**values)
 
     @param.depends(*CONTROLS, watch=True)
-    @runs.budgeted  # on a server, a page over its compute budget runs its latest controls a little later
     def _run(self) -> None:
         try:
             cfg = self.run_config()
