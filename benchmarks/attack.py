@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import random
-import secrets
 import sys
 import tempfile
 import time
@@ -34,11 +33,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import HOST, Server, Session, open_many, pct  # noqa: E402  (the load test's server and tabs)
-
-# The README's "Serving to a class" command (its flags after the address, port and origin).
-README_FLAGS = ("--warm --liveness --check-unused-sessions 10000 --unused-session-lifetime 70000 "
-                "--session-ids signed --websocket-max-message-size 1048576")
+from load_test import RECOMMENDED as README_FLAGS  # noqa: E402  (the README's classroom flags)
+from load_test import Server, Session, open_many, pct  # noqa: E402  (the load test's server and tabs)
 PROBE_VALUES = (1, 8, 32, 64, 128, 256, 512)  # the --max-num-seqs stops the guided steps use
 SLIDERS = ("spread", "pool_gib", "declared_multiple", "max_num_seqs")
 
@@ -203,7 +199,6 @@ def back_to_normal(probe: Probe, monitor: Monitor, end: float, normal_s: float, 
 
 
 async def main_async(args) -> int:
-    os.environ.setdefault("BOKEH_SECRET_KEY", secrets.token_urlsafe(32))  # for --session-ids signed
     log_path = args.server_log or os.path.join(tempfile.mkdtemp(prefix="cb-attack-"), "server.log")
     server = Server(0, args.server_args, 120, log_path)
     print(f"server: {server.command}\n  log: {log_path}")

@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -54,7 +55,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only: this script never talks to any other address
 # The flags this script (and the README) recommend for a class; --server-args replaces them.
-RECOMMENDED = "--warm --liveness --check-unused-sessions 10000 --unused-session-lifetime 70000"
+RECOMMENDED = ("--warm --liveness --check-unused-sessions 10000 --unused-session-lifetime 70000 "
+               "--session-ids signed --websocket-max-message-size 1048576")
 
 try:
     from websockets.asyncio.client import connect as ws_connect
@@ -63,6 +65,9 @@ except ImportError:  # pragma: no cover
 
 
 # -- the server --------------------------------------------------------------------------------------
+_FLEET_SECRET = secrets.token_urlsafe(32)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -113,6 +118,9 @@ class Server:
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "NO_PROXY": "*", "no_proxy": "*"}
+        # --session-ids signed needs the server's secret (the README exports one); every process of a fleet
+        # gets the same, as behind a proxy.
+        env.setdefault("BOKEH_SECRET_KEY", _FLEET_SECRET)
         self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True, env=env)
         ready = threading.Event()

@@ -4,7 +4,7 @@ What a page makes the server do starts with a control change its browser sends (
 or guided step clicked): Panel processes it (about 20-30 ms for this page) and the state runs the engine
 (a simulation for the run and each new curve point when the state is new). Each session has a token bucket
 of CPU seconds (`SESSION_*`), the server has one (`SERVER_*`), refilled slower than one core so that page
-opens and websocket traffic keep their room. explorable.guard asks `admit(doc, cost)` for each patch that
+opens and websocket traffic keep their room, and pages that keep asking share a smaller one (`HEAVY_*`). explorable.guard asks `admit(doc, cost)` for each patch that
 changes a control: it is applied at once while both buckets hold tokens and no waiting page comes first.
 Otherwise `hold` keeps it, merged with what the page already had waiting (the latest value of each control
 wins), the page shows one notice, and its changes are applied when it is its turn. Turns go to the waiting
@@ -36,19 +36,23 @@ log = logging.getLogger(__name__)
 # Panel's processing of one control change on this page, before any simulation: 20-30 ms measured with
 # cProfile on the 2-core machine (events, watchers, views, serialising the reply).
 CHANGE_COST_S = 0.03
-# A state nobody has asked for also runs the engine for the run and each new point of the two curves
-# (about 30 simulations): 0.1-0.3 s. Charged in advance when a slider change leads to an uncached state,
-# so that twenty pages asking at once cannot all be let in before their simulations are counted.
-NEW_STATE_COST_S = 0.2
+# A state nobody has asked for also runs the engine, for the run and each new point of the two curves (up to
+# ~30 simulations, 0.05-0.3 s): explorable.guard estimates it (`guard.change_cost`) and it is charged in
+# advance, so that twenty pages asking at once cannot all be let in before their simulations are counted.
 # A page alone may use a quarter of a core for as long as it likes, in bursts of a second: a reader
 # releasing a slider at new states every second or two stays inside it.
 SESSION_RATE = 0.25  # CPU seconds per second
 SESSION_BURST = 1.0  # CPU seconds
-# The server: 0.7 of the event loop's time for changes (the rest keeps page opens and websocket traffic
-# moving). A small burst: what is let in at once is what the next page may have to wait behind.
-SERVER_RATE = 0.7
-SERVER_BURST = 0.5
-DEMAND_TAU_S = 10.0  # how long a page's requests count against its place in the queue
+# The server: most of the event loop's time for changes (the rest keeps page opens and websocket traffic
+# moving). A class releasing at once fits in the burst when its states are visited (0.03 s a page).
+SERVER_RATE = 0.85
+SERVER_BURST = 2.0
+# Pages that keep asking (more than HEAVY_DEMAND_S of work over the last DEMAND_TAU_S, served or not: a
+# script, a stuck key) share a smaller bucket, so the loop keeps room for everyone else's next change.
+DEMAND_TAU_S = 10.0
+HEAVY_DEMAND_S = 1.0
+HEAVY_RATE = 0.3
+HEAVY_BURST = 0.3
 RETRY_S = 0.1  # how soon a waiting page looks again while another goes first
 BUSY_NOTICE = ("The server is busy with other pages: your latest settings will be shown as soon as it is "
                "your turn.")
@@ -90,7 +94,7 @@ class Session:
     timer: Any = None
     state: Any = None  # the page's ExplorableState (its notices show the busy notice)
     prepaid: float = 0.0  # simulation time charged in advance, not yet used
-    pending_cost: float = 0.0  # what the held changes will be charged
+    estimate: Callable[[list], float] | None = None  # what held changes will cost, from (key, event) pairs
     demand: float = 0.0  # cost of what it asked for, decaying with DEMAND_TAU_S
     demand_stamp: float = field(default_factory=time.monotonic)
 
@@ -101,6 +105,7 @@ class Session:
 
 
 SERVER = Bucket(SERVER_RATE, SERVER_BURST)
+HEAVY = Bucket(HEAVY_RATE, HEAVY_BURST)
 _sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 counters = {"applied": 0, "held": 0, "served_late": 0}
 
@@ -117,31 +122,36 @@ def attach_state(doc, state: Any) -> None:
     session_of(doc).state = state
 
 
-def admit(doc, cost: float) -> bool:
-    """May this page's control change (costing `cost`) be applied now? It has nothing waiting, and it is its turn."""
+def admit(doc, cost: Callable[[], float]) -> float | None:
+    """May this page's control change be applied now (it has nothing waiting, and it is its turn)? Its cost
+    (estimated by `cost()` unless the page already waits) when it may; None when it must wait."""
     me = session_of(doc)
-    me.demanded(time.monotonic(), cost)
-    return not me.pending and _my_turn(me)
+    now = time.monotonic()
+    if me.pending:
+        me.demanded(now, CHANGE_COST_S)  # asking again while waiting counts, cheaply
+        return None
+    estimate = cost()
+    me.demanded(now, estimate)
+    return estimate if _my_turn(me) else None
 
 
 def _my_turn(me: Session) -> bool:
-    """Both buckets hold tokens, and no other waiting page that could go has asked for less lately."""
+    """Its buckets hold tokens, and no other waiting page that could go has asked for less lately."""
     now = time.monotonic()
-    if SERVER.level(now) <= 0 or me.bucket.level(now) <= 0:
-        return False
     mine = me.demanded(now)
+    if SERVER.level(now) <= 0 or me.bucket.level(now) <= 0 or (mine > HEAVY_DEMAND_S and HEAVY.level(now) <= 0):
+        return False
     return all(other is me or not other.pending or other.bucket.level(now) <= 0 or other.demanded(now) >= mine
                for other in list(_sessions.values()))
 
 
 def charge(doc, seconds: float) -> None:
-    """Charge this page and the server."""
-    session_of(doc).bucket.charge(seconds)
+    """Charge this page and the server (and the heavy pages' share, for a heavy page)."""
+    session = session_of(doc)
+    session.bucket.charge(seconds)
     SERVER.charge(seconds)
-
-
-def change_cost(new_state: bool) -> float:
-    return CHANGE_COST_S + (NEW_STATE_COST_S if new_state else 0.0)
+    if session.demanded(time.monotonic()) > HEAVY_DEMAND_S:
+        HEAVY.charge(seconds)
 
 
 def applied(doc, cost: float) -> None:
@@ -152,25 +162,26 @@ def applied(doc, cost: float) -> None:
     charge(doc, cost)
 
 
-def hold(doc, events: list[tuple[Any, Any]], cost: float, apply: Callable[[list], None]) -> None:
-    """Keep (key, event) pairs for later (a later event of the same key replaces an earlier one)."""
+def hold(doc, events: list[tuple[Any, Any]], apply: Callable[[list], None],
+         estimate: Callable[[list], float]) -> None:
+    """Keep (key, event) pairs for later (a later event of the same key replaces an earlier one); `apply`
+    applies a list of events, `estimate` says what a list of (key, event) pairs will cost when applied."""
     session = session_of(doc)
     if not session.pending:
         counters["held"] += 1
-        session.pending_cost = 0.0
         _notice(session, True)
-    session.pending_cost = max(session.pending_cost, cost)
     for key, event in events:
         session.pending.pop(key, None)  # re-insert: the order of the latest changes is kept
         session.pending[key] = event
-    session.apply = apply
+    session.apply, session.estimate = apply, estimate
     _schedule(doc, session)
 
 
 def _schedule(doc, session: Session) -> None:
     if session.timer is not None:
         return
-    wait = max(RETRY_S, SERVER.wait_s(), session.bucket.wait_s())
+    heavy = session.demanded(time.monotonic()) > HEAVY_DEMAND_S
+    wait = max(RETRY_S, SERVER.wait_s(), session.bucket.wait_s(), HEAVY.wait_s() if heavy else 0.0)
 
     def retry():
         session.timer = None
@@ -182,11 +193,11 @@ def _schedule(doc, session: Session) -> None:
         if not _my_turn(session):
             _schedule(doc, session)
             return
-        events, session.pending = list(session.pending.values()), {}
+        held, session.pending = list(session.pending.items()), {}
         counters["served_late"] += 1
         _notice(session, False)
-        applied(doc, session.pending_cost)
-        session.apply(events)
+        applied(doc, session.estimate(held))
+        session.apply([event for _key, event in held])
 
     session.timer = doc.add_timeout_callback(retry, int(1000 * min(wait, 30.0)))
 

@@ -20,7 +20,7 @@ from typing import Any
 from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
-from explorable import budget, runs
+from explorable import budget, curves, runs
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +198,14 @@ def _budget_key(doc: Document, event: dict) -> Any | None:
     return None
 
 
-def _leads_to_a_new_state(doc: Document, changes: list[tuple[Any, dict]]) -> bool:
-    """Does this patch move a slider to a state whose run is not cached (so ~30 simulations will follow)?
-    Only sliders reach new states cheaply; buttons, selections and toggles lead to a few states each."""
+def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
+    """What applying these control changes will cost the server (s): Panel's processing, and a simulation
+    for the new run and for each point of the two curves that nobody has asked for yet (explorable.curves
+    draws the current setting's curves). Only slider changes are followed: buttons, selections and toggles
+    lead to a few states each, visited soon by everyone."""
     state = budget.session_of(doc).state
     if state is None or not hasattr(state, "control_values"):
-        return False
+        return budget.CHANGE_COST_S
     values, moved = state.control_values(), False
     for _key, event in changes:
         if event.get("kind") != "ModelChanged" or event["attr"] != "value_throttled":
@@ -213,12 +215,24 @@ def _leads_to_a_new_state(doc: Document, changes: list[tuple[Any, dict]]) -> boo
             if css.startswith("ctl-") and css[4:] in values:
                 values[css[4:]], moved = event["new"], True
     if not moved:
-        return False
+        return budget.CHANGE_COST_S
     try:
         cfg = runs.RunConfig(**{k: float(v) if k in FLOAT_CONTROLS else v for k, v in values.items()})
     except runs.RUN_ERRORS:
-        return False  # the engine refuses it: no simulation follows
-    return not runs.is_cached(cfg)
+        return budget.CHANGE_COST_S  # the engine refuses it: no simulation follows
+    if runs.is_cached(cfg):
+        return budget.CHANGE_COST_S  # someone has been here: its curves were drawn then
+    points = [cfg] + [_with(cfg, "max_num_seqs", int(v)) for v in curves.SEQ_SWEEP] + \
+             [_with(cfg, "pool_gib", float(v)) for v in curves.POOL_SWEEP]
+    missing = sum(1 for p in points if p is not None and not runs.has_throughput(p))
+    return budget.CHANGE_COST_S + (1 + missing) * runs.mean_simulation_s()
+
+
+def _with(cfg, name: str, value):
+    try:
+        return cfg.replace(**{name: value})
+    except runs.RUN_ERRORS:
+        return None
 
 
 FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread")
@@ -246,9 +260,10 @@ def protect(doc: Document | None, state: Any = None) -> None:
         events = patch.content["events"] if isinstance(patch, Serialized) else patch["events"]
         keyed = [(_budget_key(doc, e), e) for e in events]
         costly = [(k, e) for k, e in keyed if k is not None]
-        cost = budget.change_cost(_leads_to_a_new_state(doc, costly)) if costly else 0.0
-        if costly and not budget.admit(doc, cost):
-            budget.hold(doc, costly, cost, lambda held: apply(Serialized({"events": held}, []), setter=setter))
+        cost = budget.admit(doc, lambda: change_cost(doc, costly)) if costly else None
+        if costly and cost is None:
+            budget.hold(doc, costly, lambda held: apply(Serialized({"events": held}, []), setter=setter),
+                        lambda held: change_cost(doc, held))
             events = [e for k, e in keyed if k is None]
             if not events:
                 return

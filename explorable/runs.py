@@ -15,7 +15,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from functools import lru_cache
 import numpy as np
 
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
@@ -89,13 +88,24 @@ class _TraceCache:
 _TRACES = _TraceCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS)
 
 
+_sim_seconds = [0.004, 1]  # mean wall time of a simulation here: sum, count (a prior of 4 ms, one run)
+
+
 def _simulate_metered(cfg: RunConfig) -> Trace:
     started = time.perf_counter()  # wall time: how long the event loop, and every other page, waited
     try:
         return simulate(cfg)
     finally:
+        spent = time.perf_counter() - started
+        _sim_seconds[0] += spent
+        _sim_seconds[1] += 1
         if meter is not None:
-            meter(time.perf_counter() - started)
+            meter(spent)
+
+
+def mean_simulation_s() -> float:
+    """Mean wall time of one simulation in this process so far (for estimating what a change will cost)."""
+    return _sim_seconds[0] / _sim_seconds[1]
 
 
 def run(cfg: RunConfig) -> Trace:
@@ -112,17 +122,38 @@ run.cache_info = _TRACES.info  # type: ignore[attr-defined]
 
 
 def is_cached(cfg: RunConfig) -> bool:
+    """Is the trace of `cfg` kept (showing it costs no simulation)?"""
     return cfg in _TRACES
 
 
-@lru_cache(maxsize=THROUGHPUT_CACHE_ITEMS)
+_POINTS: OrderedDict[RunConfig, float] = OrderedDict()  # curve points: throughput by config, least recent first
+_POINTS_LOCK = threading.Lock()
+
+
 def throughput(cfg: RunConfig) -> float:
     """Output tokens/s of `cfg`, or NaN when the setting cannot run (a gap in a curve, not an error)."""
+    with _POINTS_LOCK:
+        if cfg in _POINTS:
+            _POINTS.move_to_end(cfg)
+            return _POINTS[cfg]
     try:
         trace = _TRACES.get(cfg) or _simulate_metered(cfg)  # a curve point's trace is not kept: only its figure
-        return float(trace.summary()["throughput_tok_s"])
+        value = float(trace.summary()["throughput_tok_s"])
     except RUN_ERRORS:
-        return math.nan
+        value = math.nan
+    with _POINTS_LOCK:
+        _POINTS[cfg] = value
+        while len(_POINTS) > THROUGHPUT_CACHE_ITEMS:
+            _POINTS.popitem(last=False)
+    return value
+
+
+def has_throughput(cfg: RunConfig) -> bool:
+    """Is the throughput of `cfg` known (a curve point that costs no simulation)?"""
+    return cfg in _POINTS or cfg in _TRACES
+
+
+throughput.cache_clear = _POINTS.clear  # type: ignore[attr-defined]
 
 
 def config_problem(cfg_fields: dict) -> str | None:

@@ -57,6 +57,7 @@ def clock(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(budget.time, "monotonic", clock)
     monkeypatch.setattr(budget, "SERVER", budget.Bucket(budget.SERVER_RATE, budget.SERVER_BURST))
+    monkeypatch.setattr(budget, "HEAVY", budget.Bucket(budget.HEAVY_RATE, budget.HEAVY_BURST))
     monkeypatch.setattr(budget, "_sessions", weakref.WeakKeyDictionary())
     return clock
 
@@ -68,13 +69,16 @@ def page(state=None):
     return doc
 
 
+NEW, VISITED = 0.25, budget.CHANGE_COST_S  # what a change to a new state, or a visited one, costs
+
+
 def send(doc, key, value, cost, applied: list) -> bool:
     """What explorable.guard does with one control change: apply it now, or hold it."""
-    if budget.admit(doc, cost):
+    if budget.admit(doc, lambda: cost) is not None:
         budget.applied(doc, cost)
         applied.append((doc, [value]))
         return True
-    budget.hold(doc, [(key, value)], cost, lambda held: applied.append((doc, held)))
+    budget.hold(doc, [(key, value)], lambda held: applied.append((doc, held)), lambda held: cost)
     return False
 
 
@@ -92,11 +96,11 @@ def test_a_page_over_its_budget_is_served_its_latest_values_once_with_a_notice(c
     state, applied = FakeState(), []
     doc = page(state)
     n = 0
-    while send(doc, "seqs", n, budget.change_cost(True), applied):  # new states until the page's bucket is empty
+    while send(doc, "seqs", n, NEW, applied):  # new states until the page's bucket is empty
         n += 1
     assert 1 <= n <= 10 and budget.BUSY_NOTICE in state.notices
     for value in range(100, 150):  # a flood while waiting: nothing runs
-        send(doc, "seqs", value, budget.change_cost(True), applied)
+        send(doc, "seqs", value, NEW, applied)
     assert len(applied) == n
     for _ in range(100):
         clock.now += 0.5
@@ -109,14 +113,14 @@ def test_the_waiting_page_that_asked_for_least_goes_first(clock):
     applied = []
     flooder, reader = page(), page()
     for value in range(40):  # the flooder has asked for many new states
-        send(flooder, "spread", value, budget.change_cost(True), applied)
+        send(flooder, "spread", value, NEW, applied)
     clock.now += 10  # both pages' buckets are full again; the flooder's demand has not faded yet
     for doc in (flooder, reader):
         doc.fire()
     applied.clear()
     budget.SERVER.tokens = -0.1  # the server is busy
-    assert not send(flooder, "spread", 99, budget.change_cost(True), applied)
-    assert not send(reader, "seqs", 64, budget.change_cost(False), applied)
+    assert not send(flooder, "spread", 99, NEW, applied)
+    assert not send(reader, "seqs", 64, VISITED, applied)
     clock.now += 1.0  # the server's bucket holds tokens again: whose turn?
     flooder.fire()  # the flooder's retry comes first in time, but it is not its turn
     assert applied == []
@@ -130,7 +134,7 @@ def test_the_waiting_page_that_asked_for_least_goes_first(clock):
 def test_a_page_that_went_away_is_forgotten(clock):
     applied = []
     doc = page()
-    while send(doc, "seqs", 1, budget.change_cost(True), applied):
+    while send(doc, "seqs", 1, NEW, applied):
         pass
     before = len(applied)
     doc.session_context._session.connection_count = 0
@@ -144,10 +148,11 @@ def test_simulations_paid_in_advance_are_not_charged_twice(clock, monkeypatch):
 
     doc = page()
     monkeypatch.setattr(type(pn.state), "curdoc", property(lambda self: doc))
-    assert budget.admit(doc, budget.change_cost(True))
-    budget.applied(doc, budget.change_cost(True))
+    assert budget.admit(doc, lambda: NEW) == NEW
+    budget.applied(doc, NEW)
     after_change = budget.session_of(doc).bucket.level()
-    budget.meter(budget.NEW_STATE_COST_S / 2)  # the curves' simulations, within what was paid
+    foreseen = NEW - budget.CHANGE_COST_S
+    budget.meter(foreseen / 2)  # the curves' simulations, within what was paid
     assert budget.session_of(doc).bucket.level() == pytest.approx(after_change)
-    budget.meter(budget.NEW_STATE_COST_S)  # more than foreseen: the rest is charged
-    assert budget.session_of(doc).bucket.level() == pytest.approx(after_change - budget.NEW_STATE_COST_S / 2)
+    budget.meter(foreseen)  # more than foreseen: the rest is charged
+    assert budget.session_of(doc).bucket.level() == pytest.approx(after_change - foreseen / 2)
