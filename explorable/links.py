@@ -20,9 +20,11 @@ SECOND_QUESTION_MARK_NOTICE = "The link had a second '?'; it was read as '&' (on
 
 
 def normalise_uri(uri: str) -> str:
-    """One '?' and at most one '#': later '?' become '&', later '#' are percent-encoded."""
+    """One '?' and at most one '#', in that order: later '?' become '&'; a '#' or '?' inside the fragment is
+    percent-encoded."""
     path, hash_sign, fragment = uri.partition("#")
-    fragment = fragment.replace("#", "%23")
+    fragment = fragment.replace("#", "%23").replace("?", "%3F")  # Panel splits on '?' before '#'
+
     head, question, query = path.partition("?")
     query = query.replace("?", "&")
     return head + question + query + hash_sign + fragment
