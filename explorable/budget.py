@@ -14,7 +14,9 @@ page waits behind everyone else, then is served its latest values once. A change
 (`change_cost`); the simulations explorable.runs reports beyond what was paid in advance are charged as
 measured (wall time: what other pages wait for); a bucket may go below zero by one change's cost.
 
-State is kept per Bokeh document, weakly: a closed page leaves nothing behind. Everything here runs on the
+State is kept per Bokeh document, weakly, and holds nothing that holds the document except while changes
+wait (a WeakKeyDictionary value that refers to its key would keep every closed page alive); `forget(doc)`
+drops it when Bokeh destroys the session. Everything here runs on the
 server's event-loop thread, where Bokeh runs every session's callbacks.
 """
 from __future__ import annotations
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 # Panel's processing of one control change on this page, before any simulation: 20-30 ms measured with
 # cProfile on the 2-core machine (events, watchers, views, serialising the reply).
 CHANGE_COST_S = 0.03
+DRAG_COST_S = 0.005  # a slider's value while it is dragged (it runs nothing until released)
 # A state nobody has asked for also runs the engine, for the run and each new point of the two curves (up to
 # ~30 simulations, 0.05-0.3 s): explorable.guard estimates it (`guard.change_cost`) and it is charged in
 # advance, so that twenty pages asking at once cannot all be let in before their simulations are counted.
@@ -92,7 +95,7 @@ class Session:
     pending: dict[Any, Any] = field(default_factory=dict)  # what the page sent while waiting, latest per key
     apply: Callable[[list], None] | None = None  # applies held events to the page's document
     timer: Any = None
-    state: Any = None  # the page's ExplorableState (its notices show the busy notice)
+    state_ref: Any = None  # weak: the page's ExplorableState (its notices show the busy notice)
     prepaid: float = 0.0  # simulation time charged in advance, not yet used
     estimate: Callable[[list], float] | None = None  # what held changes will cost, from (key, event) pairs
     demand: float = 0.0  # cost of what it asked for, decaying with DEMAND_TAU_S
@@ -102,6 +105,13 @@ class Session:
         self.demand = self.demand * math.exp(-(now - self.demand_stamp) / DEMAND_TAU_S) + cost
         self.demand_stamp = now
         return self.demand
+
+    @property
+    def state(self) -> Any:
+        return self.state_ref() if self.state_ref is not None else None
+
+    def clear(self) -> None:
+        self.pending, self.apply, self.estimate = {}, None, None
 
 
 SERVER = Bucket(SERVER_RATE, SERVER_BURST)
@@ -119,7 +129,12 @@ def session_of(doc) -> Session:
 
 def attach_state(doc, state: Any) -> None:
     """The page's state: it shows the busy notice and tells which changes lead to a new state."""
-    session_of(doc).state = state
+    session_of(doc).state_ref = weakref.ref(state)
+
+
+def forget(doc) -> None:
+    """The page's session is gone (Bokeh destroyed it)."""
+    _sessions.pop(doc, None)
 
 
 def admit(doc, cost: Callable[[], float]) -> float | None:
@@ -188,16 +203,17 @@ def _schedule(doc, session: Session) -> None:
         if not session.pending:
             return
         if not _connected(doc):  # the page went away: nobody waits for its changes (a reconnect re-reads the page)
-            session.pending = {}
+            session.clear()
             return
         if not _my_turn(session):
             _schedule(doc, session)
             return
-        held, session.pending = list(session.pending.items()), {}
+        held, apply, estimate = list(session.pending.items()), session.apply, session.estimate
+        session.clear()
         counters["served_late"] += 1
         _notice(session, False)
-        applied(doc, session.estimate(held))
-        session.apply([event for _key, event in held])
+        applied(doc, estimate(held))
+        apply([event for _key, event in held])
 
     session.timer = doc.add_timeout_callback(retry, int(1000 * min(wait, 30.0)))
 

@@ -121,6 +121,8 @@ class PatchFilter:
             return self._drop(f"{name}.{attr} (wrong type)")
         if name == "Slider":
             start, end, step = float(model.start), float(model.end), float(model.step or 0)
+            if not start - step / 2 <= new <= end + step / 2:  # a slider cannot send it: a crafted value
+                return self._drop(f"{name}.{attr} (out of range)")
             snapped = snap_to_step(float(new), start, end, step)
             if isinstance(new, int) and float(new).is_integer() and snapped.is_integer():
                 snapped = int(snapped)
@@ -203,6 +205,8 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     for the new run and for each point of the two curves that nobody has asked for yet (explorable.curves
     draws the current setting's curves). Only slider changes are followed: buttons, selections and toggles
     lead to a few states each, visited soon by everyone."""
+    if all(event.get("attr") == "value" for _key, event in changes):
+        return budget.DRAG_COST_S  # a slider being dragged: Panel notes the value; nothing runs until release
     state = budget.session_of(doc).state
     if state is None or not hasattr(state, "control_values"):
         return budget.CHANGE_COST_S
@@ -276,3 +280,4 @@ def protect(doc: Document | None, state: Any = None) -> None:
 
     doc.apply_json_patch = guarded_apply_json_patch
     doc._explorable_guarded = True
+    doc.on_session_destroyed(lambda _context: budget.forget(doc))
