@@ -1,7 +1,7 @@
 """A compute budget per browser session, and one for the server, so that no page takes more than its share.
 
 What a page makes the server do starts with a control change its browser sends (a slider released, a stop
-or guided step clicked): Panel processes it (about 20-30 ms for this page) and the state runs the engine
+or guided step clicked): Panel processes it (20-30 ms for this page) and the state runs the engine
 (a simulation for the run and each new curve point when the state is new). Each session has a token bucket
 of CPU seconds (`SESSION_*`), the server has one (`SERVER_*`), refilled slower than one core so that page
 opens and websocket traffic keep their room, and pages that keep asking share a smaller one (`HEAVY_*`). explorable.guard asks `admit(doc, cost)` for each patch that
@@ -35,8 +35,9 @@ from explorable import runs
 
 log = logging.getLogger(__name__)
 
-# Panel's processing of one control change on this page, before any simulation: 20-30 ms measured with
-# cProfile on the 2-core machine (events, watchers, views, serialising the reply).
+# Panel's processing of one control change on this page, before any simulation: 20-30 ms (cProfile showed
+# 20-60 ms with its own overhead, on the shared 2-core machine). It also sets how fast a page that keeps
+# sending while it waits becomes heavy (HEAVY_DEMAND_S): tuned together with benchmarks/attack.py.
 CHANGE_COST_S = 0.03
 DRAG_COST_S = 0.005  # a slider's value while it is dragged (it runs nothing until released)
 # A state nobody has asked for also runs the engine, for the run and each new point of the two curves (up to
@@ -46,8 +47,9 @@ DRAG_COST_S = 0.005  # a slider's value while it is dragged (it runs nothing unt
 # releasing a slider at new states every second or two stays inside it.
 SESSION_RATE = 0.25  # CPU seconds per second
 SESSION_BURST = 1.0  # CPU seconds
-# The server: most of the event loop's time for changes (the rest keeps page opens and websocket traffic
-# moving). A class releasing at once fits in the burst when its states are visited (0.03 s a page).
+# The server: most of a core's worth of changes a second (the rest keeps page opens and websocket traffic
+# moving), let in at most SERVER_BURST at once (what the next page may have to wait behind). A class
+# releasing at once on visited states (0.03 s a page) fits in it.
 SERVER_RATE = 0.85
 SERVER_BURST = 2.0
 # Pages that keep asking (more than HEAVY_DEMAND_S of work over the last DEMAND_TAU_S, served or not: a
