@@ -21,7 +21,6 @@ server's event-loop thread, where Bokeh runs every session's callbacks.
 """
 from __future__ import annotations
 
-import logging
 import math
 import time
 import weakref
@@ -32,8 +31,6 @@ from typing import Any
 import panel as pn
 
 from explorable import runs
-
-log = logging.getLogger(__name__)
 
 # Panel's processing of one control change on this page, before any simulation: 20-30 ms (cProfile showed
 # 20-60 ms with its own overhead, on the shared 2-core machine). It also sets how fast a page that keeps

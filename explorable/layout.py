@@ -14,7 +14,7 @@ import panel as pn
 import panel.io.location as panel_location
 import param
 
-from explorable import budget, guard, health, links, log_limits, runs
+from explorable import budget, health, links, log_limits, runs
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves

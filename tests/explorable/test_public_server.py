@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.explorable.test_serving import HOST, NO_PROXY, RECOMMENDED, TOKEN, Served, _free_port, load_test_client
+from tests.explorable.test_serving import HOST, RECOMMENDED, TOKEN, Served, _free_port, load_test_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 websockets = pytest.importorskip("websockets.asyncio.client", reason="the websockets package is not installed")
