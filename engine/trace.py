@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import RunConfig
+from engine.outputs import write_text_atomic
 from engine.workload import Workload
 from kernels import scheduler_core as core
 
@@ -148,8 +149,7 @@ class Trace:
         }
 
     def write_schedule(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.schedule_json(), fh)
+        write_text_atomic(path, json.dumps(self.schedule_json()))
 
 
 class TraceBuilder:

@@ -16,7 +16,7 @@ import panel.io.location as panel_location
 import param
 from panel.reactive import Syncable
 
-from explorable import projector, startup
+from explorable import budget, health, links, log_limits, projector, startup
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -40,7 +40,9 @@ _panel_parse_query = panel_location.parse_query
 
 
 def _tolerant_parse_query(query: str) -> dict:
-    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page."""
+    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page, and a
+    second '?' is read as '&'."""
+    query = "?" + query.lstrip("?").replace("?", "&") if query else query
     try:
         return _panel_parse_query(query)
     except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
@@ -69,8 +71,14 @@ def _one_message_per_browser_event() -> None:
 
 
 def configure() -> None:
-    """Panel's extension for this app; numba's compiled scheduler and the default runs prepared in the background."""
+    """Once per process: Panel's extension for this app, the public server's boundaries (links, logs, compute
+    budget, deep health check), one message per browser event, and numba's compiled scheduler and the default
+    runs prepared in the background."""
     panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
+    links.install()
+    log_limits.install()
+    budget.install()
+    health.install()
     _one_message_per_browser_event()
     # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
     # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
@@ -125,9 +133,16 @@ def sync_url(state: ExplorableState) -> None:
     if location is None:
         return
     # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
-    # 400-digit numbers into values apply_query must not meet.
-    link = dict(parse_qsl((location.search or "").lstrip("?"), keep_blank_values=True))
+    # 400-digit numbers into values apply_query must not meet. A second '?' is read as '&'.
+    search = (location.search or "").lstrip("?").replace("?", "&")
+    link = dict(parse_qsl(search, keep_blank_values=True))
+    snapped = links.snap_link_values(state, link, CONTROLS)
     apply_query(state, link)
+    request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
+    if links.has_second_question_mark(getattr(request, "uri", None) or location.search):
+        state.add_notice(links.SECOND_QUESTION_MARK_NOTICE)
+    for text in snapped:
+        state.add_notice(text)
 
     # From here on the URL only follows the state. (`Location.sync` would also read the link back into the
     # controls, re-applying what apply_query refused: `?pool_gib=true` passes param's bounds as 1 and then

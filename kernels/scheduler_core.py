@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kernels import CACHE_COMPILED  # numba's cache, or none where nothing is writable
+
 # Per-request columns of the `req` table.
 PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT = range(11)
 NUM_REQ_FIELDS = 11
@@ -39,19 +41,19 @@ FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def cdiv(a, b):
     return -(-a // b)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def mix(h, value):
     """One FNV-1a step over a 64-bit value: the schedule digest is a fold of these."""
     h = np.uint64(h) ^ np.uint64(value & 0xFFFFFFFFFFFF)
     return np.uint64(h * FNV_PRIME)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def init_state(params, prompt_len, output_len, reserve_tokens):
     """Fresh tables for a run: every request waiting in id order, every usable block free."""
     n = prompt_len.shape[0]
@@ -70,7 +72,7 @@ def init_state(params, prompt_len, output_len, reserve_tokens):
     return req, state, waiting, running
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _preempt(req, state, waiting, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
     n = waiting.shape[0]
@@ -92,7 +94,7 @@ def _preempt(req, state, waiting, victim):
     state[WAIT_LEN] += 1
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def schedule_step(params, req, state, waiting, running,
                   out_req, out_new, out_before, out_preempted, out_admitted):
     """One scheduling decision. Returns (scheduled, preempted, admitted) counts; fills the out_ arrays.
@@ -213,7 +215,7 @@ def schedule_step(params, req, state, waiting, running,
     return n_sched, n_pre, n_adm
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def complete_step(params, req, state, running, out_req, n_sched, out_finished, out_caught_up, out_first):
     """After the pass: caught-up sequences sample one token; those at their length finish and free.
 
@@ -259,7 +261,7 @@ def complete_step(params, req, state, running, out_req, n_sched, out_finished, o
     return n_fin, n_cu, n_sampled, n_first
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def pass_record(params, req, state, running, out_req, out_new, out_before, n_sched, n_pre, row):
     """Fill one row of the pass table (after schedule_step, before complete_step)."""
     tokens = 0
@@ -287,7 +289,7 @@ def pass_record(params, req, state, running, out_req, out_new, out_before, n_sch
     row[PASS_CONTEXT] = context
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def pass_seconds(cost, out_new, out_before, n_sched):
     """Roofline time of one pass: overhead + max(bytes / bandwidth, FLOPs / FLOP/s)."""
     new_tokens = 0.0
@@ -308,21 +310,21 @@ def pass_seconds(cost, out_new, out_before, n_sched):
     return cost[C_OVERHEAD] + (t_mem if t_mem > t_cmp else t_cmp)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _grow2(a, rows):
     out = np.zeros((rows, a.shape[1]), dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _grow1(a, n):
     out = np.zeros(n, dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _emit(events, n_ev, p, ids, count, kind):
     """Append `count` events of one kind for pass p; returns the new event count."""
     for k in range(count):
@@ -333,7 +335,7 @@ def _emit(events, n_ev, p, ids, count, kind):
     return n_ev
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
     """Schedule, price and complete passes until every request finishes (or max_passes is hit).
 
