@@ -85,7 +85,8 @@ CURRENT_STYLES = {"--btn-bg": "var(--accent)", "--btn-fg": "#ffffff", "--btn-bor
 
 def mark_current(widget: pn.widgets.Widget, current: bool) -> None:
     """Highlight `widget` as the current choice of its row (or not), without re-rendering it."""
-    widget.styles = dict(CURRENT_STYLES) if current else {}
+    if is_current(widget) != current:  # setting even an equal dict costs Panel a restyle of the widget
+        widget.styles = dict(CURRENT_STYLES) if current else {}
 
 
 def is_current(widget: pn.widgets.Widget) -> bool:

@@ -23,6 +23,7 @@ from engine import Trace
 from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
+from explorable.view_data import derived
 from kernels import scheduler_core as core
 
 # A request evicted this many times is thrashing; so is a run that evicts this many sequences for every
@@ -175,6 +176,29 @@ def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
     return {name: int(c) for name, c in zip(("waiting", "clean", "lost", "thrash"), counts)}
 
 
+def lane_view_data(trace: Trace) -> dict:
+    """Everything the lane chart shows for a run: the (thinned) segments, the flagged lost stretches, the
+    per-request hover details and the caption. A pure function of the trace, shared by every session."""
+    all_segments, admitted_at, preempted_at = _walk(trace)
+    counts = state_counts(all_segments)
+    segments = thin_segments(all_segments, float(trace.makespan_s))
+    n = trace.workload.num_requests
+    s = trace.summary()
+    kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
+    lost = segments["state"] >= palette.LOST
+    marks = {k: v[lost] for k, v in segments.items()}
+    marks["mid"] = (marks["left"] + marks["right"]) / 2
+    # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
+    has = " ".join(f"has-{k}" for k, c in counts.items() if c)
+    caption = (
+        f'<div class="chart-title {has}">Every request, over time <span class="muted">'
+        f"({n} requests, all queued at 0 s, served to the last in "
+        f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
+    )
+    return {"segments": segments, "marks": marks, "details": _details(trace, admitted_at, preempted_at),
+            "caption": caption}
+
+
 def _empty_segments() -> dict[str, list]:
     return {k: [] for k in ("y", "left", "right", "state")}
 
@@ -263,30 +287,17 @@ class LaneChart(pn.viewable.Viewer):
         trace = self.state.trace
         if trace is None:
             return
-        all_segments, admitted_at, preempted_at = _walk(trace)
-        counts = state_counts(all_segments)
-        segments = thin_segments(all_segments, float(trace.makespan_s))
+        data = derived("lanes", trace, lane_view_data)
         n = trace.workload.num_requests
-        s = self.state.summary
-        kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
-        lost = segments["state"] >= palette.LOST
-        marks = {k: v[lost] for k, v in segments.items()}
-        marks["mid"] = (marks["left"] + marks["right"]) / 2
         with pn.io.hold():
-            self.source.data = segments
-            self.marks.data = marks
-            self.details.data = _details(trace, admitted_at, preempted_at)
+            self.source.data = data["segments"]
+            self.marks.data = data["marks"]
+            self.details.data = data["details"]
             end = float(trace.makespan_s) or 1.0
             self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)
             self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
-            # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
-            has = " ".join(f"has-{k}" for k, c in counts.items() if c)
-            self.caption.object = (
-                f'<div class="chart-title {has}">Every request, over time <span class="muted">'
-                f"({n} requests, all queued at 0 s, served to the last in "
-                f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
-            )
+            self.caption.object = data["caption"]
 
     def __panel__(self):
         return self._pane

@@ -17,6 +17,7 @@ from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, larg
 from explorable import runs
 from explorable.assets import stylesheet
 from explorable.state import PRODUCTION_NAMES, ExplorableState
+from explorable.view_data import derived
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
 
@@ -76,6 +77,35 @@ def _line_html(at: float | None, line: str) -> str:
     return f'<div class="log-line"><span class="stamp">{stamp}</span>{body}</div>'
 
 
+def log_html(trace: Trace) -> str:
+    """The terminal's HTML for a run: command, notes, log lines and the reading (shared by every session)."""
+    cfg = trace.config
+    command = serve_command(cfg)
+    notes = serve_command_notes(cfg)
+    if cfg.allocation == "reserve" or cfg.unit == "request":
+        modes = [f"{label} is {PRODUCTION_NAMES[value]}" for label, value in
+                 (("reserving up front", cfg.allocation), ("the per-request unit", cfg.unit))
+                 if value in ("reserve", "request")]
+        notes.append("# vLLM has no such mode (" + "; ".join(modes) + "): these are the lines vLLM's logger "
+                     "would print for this schedule")
+    if pool_beyond_gpu(cfg):
+        largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
+        spec = cfg.gpu_spec
+        notes.append(f"# no {cfg.gpu} holds this pool beside {cfg.model}'s weights: vLLM would size it at most "
+                     f"about {largest:.1f} GiB there ({GPU_MEMORY_UTILIZATION} x {spec.memory_gib:g} GiB by "
+                     f"its default --gpu-memory-utilization, less {cfg.model_spec.weight_bytes / 2**30:.1f} GiB "
+                     f"of weights and about {PROFILED_NON_WEIGHT_GIB:g} GiB of activations and CUDA graphs)")
+    note = "".join(f'<div class="log-note">{html.escape(n)}</div>' for n in notes)
+    lines = "".join(_line_html(at, line) for at, line in log_lines(trace))
+    machine = f"{runs.where_measured(trace)}, measured" if trace.measured else f"an {cfg.gpu}"
+    return (
+        f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
+        f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on {html.escape(machine)}</b></div>'
+        f'<div class="terminal-body"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
+        f'<p class="log-reading">{html.escape(reading(trace, trace.summary()))}</p>'
+    )
+
+
 class LogView(pn.viewable.Viewer):
     """A terminal showing the startup line and the periodic stats lines for the current run."""
 
@@ -92,31 +122,7 @@ class LogView(pn.viewable.Viewer):
         trace = self.state.trace
         if trace is None:
             return
-        cfg = trace.config
-        command = serve_command(cfg)
-        notes = serve_command_notes(cfg)
-        if cfg.allocation == "reserve" or cfg.unit == "request":
-            modes = [f"{label} is {PRODUCTION_NAMES[value]}" for label, value in
-                     (("reserving up front", cfg.allocation), ("the per-request unit", cfg.unit))
-                     if value in ("reserve", "request")]
-            notes.append("# vLLM has no such mode (" + "; ".join(modes) + "): these are the lines vLLM's logger "
-                         "would print for this schedule")
-        if pool_beyond_gpu(cfg):
-            largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
-            spec = cfg.gpu_spec
-            notes.append(f"# no {cfg.gpu} holds this pool beside {cfg.model}'s weights: vLLM would size it at most "
-                         f"about {largest:.1f} GiB there ({GPU_MEMORY_UTILIZATION} x {spec.memory_gib:g} GiB by "
-                         f"its default --gpu-memory-utilization, less {cfg.model_spec.weight_bytes / 2**30:.1f} GiB "
-                         f"of weights and about {PROFILED_NON_WEIGHT_GIB:g} GiB of activations and CUDA graphs)")
-        note = "".join(f'<div class="log-note">{html.escape(n)}</div>' for n in notes)
-        lines = "".join(_line_html(at, line) for at, line in log_lines(trace))
-        machine = f"{runs.where_measured(trace)}, measured" if trace.measured else f"an {cfg.gpu}"
-        self.pane.object = (
-            f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
-            f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on {html.escape(machine)}</b></div>'
-            f'<div class="terminal-body"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
-            f'<p class="log-reading">{html.escape(reading(trace, self.state.summary))}</p>'
-        )
+        self.pane.object = derived("logs", trace, log_html)
 
     def __panel__(self):
         return self.pane

@@ -16,6 +16,7 @@ import param
 from engine import GPUS, MODELS, RunConfig, Trace
 from engine.config import pool_beyond_gpu
 from explorable import runs
+from explorable.view_data import derived
 
 # Every control, in the order the sidebar and the URL list them. Names are RunConfig's (and vLLM's).
 CONTROLS = (
@@ -121,7 +122,7 @@ class ExplorableState(param.Parameterized):
             pool_warning=f"{warning[0].upper()}{warning[1:]}." if warning else "",
             previous_summary=self.summary or None,
             config=cfg,
-            summary=trace.summary(),
+            summary=dict(derived("summary", trace, Trace.summary)),  # a copy: the cached one is shared
             trace=trace,  # last: views watch `trace` and read the rest
         )
 

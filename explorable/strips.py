@@ -10,9 +10,11 @@ import param
 from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d, Span
 from bokeh.plotting import figure
 
+from engine import Trace
 from explorable import palette
 from explorable.lanes import BACKEND
 from explorable.state import ExplorableState
+from explorable.view_data import derived
 
 MAX_POINTS = 2000
 
@@ -31,6 +33,12 @@ def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_poin
     x = np.append(x, end[-1]) if len(end) else x
     y = np.append(y, y[-1]) if len(y) else y
     return {"x": x.astype(np.float32), "y": y.astype(np.float32)}
+
+
+def strip_series(trace: Trace) -> tuple[dict, dict]:
+    """The batch strip's and the KV strip's step lines for a run (shared by every session)."""
+    return (step_series(trace.pass_start, trace.pass_end, trace.n_seqs),
+            step_series(trace.pass_start, trace.pass_end, trace.kv_usage))
 
 
 def _strip(x_range, height, y_label, show_time_axis):
@@ -113,8 +121,7 @@ class Strips(pn.viewable.Viewer):
         label = (f"--max-num-seqs {cap}" if cap_in_view
                  else f"--max-num-seqs {cap} is far above: the batch never got near it")
         with pn.io.hold():
-            self.batch_source.data = step_series(trace.pass_start, trace.pass_end, trace.n_seqs)
-            self.kv_source.data = step_series(trace.pass_start, trace.pass_end, trace.kv_usage)
+            self.batch_source.data, self.kv_source.data = derived("strips", trace, strip_series)
             self.batch_range.update(start=0, end=top)
             self.cap.update(location=cap, visible=cap_in_view)
             self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)
