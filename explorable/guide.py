@@ -12,6 +12,7 @@ import param
 
 from explorable.assets import mark_current, stylesheet
 from explorable.state import CONTROLS, ExplorableState
+from explorable.text_pane import TextHTML
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
         self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(STEPS) - 1)))
-        self.text = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 8),
+        self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state)
         self.chosen = match if match is not None else 0

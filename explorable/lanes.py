@@ -23,6 +23,7 @@ from engine import Trace
 from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
+from explorable.text_pane import TextHTML
 from explorable.view_data import derived
 from kernels import scheduler_core as core
 
@@ -216,7 +217,7 @@ class LaneChart(pn.viewable.Viewer):
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
         self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": []})
         self.figure = self._build()
-        self.caption = pn.pane.HTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
+        self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
         # The legend is HTML, not a Bokeh Legend: it wraps on a narrow screen (a canvas legend is cut off)
         # and scales with the page's text; it never changes, so it costs nothing per update.

@@ -27,6 +27,7 @@ from explorable.logs_view import LogView
 from explorable.readouts import Readouts
 from explorable.state import CONTROLS, ExplorableState, apply_query
 from explorable.strips import Strips
+from explorable.text_pane import TextHTML
 
 TITLE = "Continuous batching is not a bigger batch"
 LEDE = (
@@ -96,7 +97,7 @@ class Notices(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=0)
+        self.text = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=0)
         self.dismiss = pn.widgets.Button(label="Dismiss", margin=(6, 6), width=90)
         self.dismiss.on_click(lambda _e: self.state.dismiss_notices())
         self.box = pn.Row(self.text, self.dismiss, css_classes=["notices"], sizing_mode="stretch_width",
@@ -207,7 +208,7 @@ class ShareLink(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
+        self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
                                  css_classes=["share"], visible=pn.state.location is not None)
         self.state.param.watch(self._update, list(CONTROLS))
         self._update()

@@ -17,6 +17,7 @@ from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, larg
 from explorable import runs
 from explorable.assets import stylesheet
 from explorable.state import PRODUCTION_NAMES, ExplorableState
+from explorable.text_pane import TextHTML
 from explorable.view_data import derived
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
@@ -113,7 +114,7 @@ class LogView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
+        self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
                                  css_classes=["log-pane"], margin=(0, 10))
         self.state.param.watch(self._update, "trace")
         self._update()

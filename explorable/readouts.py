@@ -15,6 +15,7 @@ import param
 from engine import RunConfig
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
+from explorable.text_pane import TextHTML
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,9 @@ class Readouts(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
+        self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
                                  css_classes=["readouts-pane"], margin=(4, 10))
-        self.error = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
+        self.error = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
                                   css_classes=["run-error"], margin=(0, 10))
         self.state.param.watch(self._update, ["trace", "run_error"])
         self._update()
