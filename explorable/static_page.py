@@ -8,6 +8,7 @@ processes; the shell maps names to its own ids).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,8 @@ def _stop_buttons(root: Model) -> dict[str, Model]:
     out: dict[str, Model] = {}
     for name in STOPS:
         found = [m for m in root.select({"type": Model}) if f"stop-{name}" in (getattr(m, "css_classes", None) or [])]
+        # In the row's order, which is the stops' (increasing); `select` walks the document in no set order.
+        found.sort(key=lambda m: float(re.match(r"[\d.]+", m.label).group()))
         for i, m in enumerate(found):
             out[f"stop.{name}.{i}"] = m
     return out

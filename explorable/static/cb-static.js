@@ -162,6 +162,9 @@
       if (applying || !values) return;
       const v = {...values};
       v[name] = name in C.choices ? C.choices[name][raw] : nearest(name, Number(raw));
+      // The widget echoing a value we set (or a release at the current stop) changes nothing, as in the
+      // served app, where setting a parameter to its value sends nothing.
+      if (keyOf(v) === keyOf(values) && v[name] === values[name]) return;
       go(v);
     },
     // A stop, a guided step, previous/next, reset, dismiss (Bokeh's js_on_event on the button).
