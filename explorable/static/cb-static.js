@@ -26,6 +26,7 @@
     return files.get(file);
   };
   const EMPTY = {type: "map"};
+  const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
   // The nearest stop of a numeric control (on a log scale: the stops double), as URL text.
   function nearest(name, x) {
@@ -35,10 +36,22 @@
     return C.stops[name][best];
   }
 
+  // BokehJS applies a new `styles` by setting the properties it names and removing only those given as
+  // null, so a property the old value had and the new one lacks would stay on the element: name it as null.
+  function clearing(id, value) {
+    const old = doc.get_model_by_id(id)?.styles;
+    const keys = old instanceof Map ? [...old.keys()] : Object.keys(old || {});
+    const entries = [...(value.entries || [])];
+    for (const k of keys) if (!entries.some(([n]) => n === k)) entries.push([k, null]);
+    return {type: "map", entries};
+  }
+
   function events(patch, out) {
     for (const [name, props] of Object.entries(patch)) {
       const id = C.ids[name];
-      for (const [attr, value] of Object.entries(props)) out.push({kind: "ModelChanged", model: {id}, attr, new: value});
+      for (const [attr, value] of Object.entries(props)) {
+        out.push({kind: "ModelChanged", model: {id}, attr, new: attr === "styles" ? clearing(id, value) : value});
+      }
     }
     return out;
   }
@@ -65,14 +78,14 @@
       if (stop) {
         const [, control, i] = stop;
         const here = Number(C.buttonStops[control][Number(i)]) === Number(v[control]);
-        patch[name] = {styles: here ? C.current : EMPTY};
+        patch[name] = {styles: fresh(here ? C.current : EMPTY)};
       }
     }
-    Object.assign(patch, C.controls[v.allocation] || {});
+    Object.assign(patch, fresh(C.controls[v.allocation] || {}));
     const match = C.steps.indexOf(keyOf(v));
     if (match >= 0) { chosen = match; followed = true; }
     const kind = match >= 0 ? "match" : followed ? "drifted" : "link";
-    Object.assign(patch, C.guide[chosen][kind]);
+    Object.assign(patch, fresh(C.guide[chosen][kind]));
     return patch;
   }
 
