@@ -11,6 +11,7 @@ states is kept in DIR/.work once done.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import hashlib
 import html
@@ -26,6 +27,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 WORK = ".work"
 STATIC_JS = Path(__file__).resolve().parent / "static" / "cb-static.js"
@@ -156,13 +159,53 @@ def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], stop
     return out
 
 
+def _planes(raw: bytes, width: int, delta: bool) -> dict[str, Any]:
+    """`raw` (little-endian items of `width` bytes) as gzipped byte planes; with `delta`, each item's bits first
+    replaced by their difference from the item before, as integers of that width (exact, wrapping): times that
+    only grow then differ by small numbers whose high bytes are all zero."""
+    items = np.frombuffer(raw, dtype=np.dtype(f"<i{width}") if delta else np.uint8)
+    if delta:
+        items = np.diff(items, prepend=items.dtype.type(0)).astype(items.dtype)  # wraps like the page's typed arrays
+    planes = np.frombuffer(items.tobytes(), dtype=np.uint8).reshape(-1, width).T.tobytes()
+    return {"delta": delta, "data": base64.b64encode(gzip.compress(planes, 9, mtime=0)).decode()}
+
+
+def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
+    """The patch with each array moved into a table, stored once however often it appears (the two strips share
+    their time axis), its bytes shuffled into planes (every first byte, then every second, ...) before gzip:
+    float32 times compress to about 70% of Bokeh's plain gzip. The page restores Bokeh's own encoding."""
+    table: list[dict] = []
+    index: dict[str, int] = {}
+
+    def walk(value):
+        if isinstance(value, dict) and value.get("type") == "ndarray" and isinstance(value.get("array"), dict):
+            raw = gzip.decompress(base64.b64decode(value["array"]["data"]))
+            width = np.dtype(value["dtype"]).itemsize
+            entry = {"dtype": value["dtype"], "shape": value["shape"], "order": value["order"], "width": width}
+            entry.update(min((_planes(raw, width, delta) for delta in ((False, True) if width <= 4 else (False,))),
+                             key=lambda e: len(e["data"])))
+            key = json.dumps(entry, sort_keys=True)
+            if key not in index:
+                index[key] = len(table)
+                table.append(entry)
+            return {"type": "cb-array", "i": index[key]}
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(patch), table
+
+
 def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, step_keys) -> dict[str, str]:
     """One file per distinct outcome under data/; returns key -> file name (without .json)."""
     data_dir = out / "data"
     data_dir.mkdir(exist_ok=True)
     files: dict[str, str] = {}
     for key, r in results.items():
-        body: dict[str, Any] = {"patch": r["patch"]}
+        packed, arrays = _pack(r["patch"])
+        body: dict[str, Any] = {"patch": packed, "arrays": arrays}
         s = r["summary"]
         if s is not None:
             body["summary"] = s

@@ -21,10 +21,41 @@
       files.set(file, fetch(`data/${file}.json`).then((r) => {
         if (!r.ok) throw new Error(`data/${file}.json: ${r.status}`);
         return r.json();
-      }));
+      }).then(unpack));
     }
     return files.get(file);
   };
+
+  // The export stores each array once, its bytes in planes, gzipped: back to bytes Bokeh takes as a buffer.
+  async function unpack(data) {
+    const buffers = await Promise.all((data.arrays || []).map(async (a) => {
+      const packed = Uint8Array.from(atob(a.data), (ch) => ch.charCodeAt(0));
+      const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+      const planes = new Uint8Array(await new Response(stream).arrayBuffer());
+      const n = planes.length / a.width, bytes = new Uint8Array(planes.length);
+      for (let b = 0; b < a.width; b++) for (let i = 0; i < n; i++) bytes[i * a.width + b] = planes[b * n + i];
+      if (a.delta) {  // running sum of the items' bits, as integers of their width (wrapping, as numpy's diff did)
+        const items = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.width](bytes.buffer);
+        for (let i = 1; i < items.length; i++) items[i] += items[i - 1];
+      }
+      return bytes.buffer;
+    }));
+    const ref = (i) => `cb-array-${i}`;
+    const walk = (v) => {
+      if (Array.isArray(v)) return v.map(walk);
+      if (v && typeof v === "object") {
+        if (v.type === "cb-array") {
+          const a = data.arrays[v.i];
+          return {type: "ndarray", array: {type: "bytes", data: {id: ref(v.i)}}, shape: a.shape, dtype: a.dtype, order: a.order};
+        }
+        return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+      }
+      return v;
+    };
+    data.patch = walk(data.patch);
+    data.buffers = new Map(buffers.map((b, i) => [ref(i), b]));
+    return data;
+  }
   const EMPTY = {type: "map"};
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
@@ -114,7 +145,7 @@
     events(widgets(v), out);
     applying = true;
     try {
-      doc.apply_json_patch({events: out}, new Map());
+      doc.apply_json_patch({events: out}, data.buffers);
     } finally {
       applying = false;
     }
