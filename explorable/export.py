@@ -98,6 +98,22 @@ def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
     return stops
 
 
+def guided_step_keys(stops: dict[str, tuple]) -> list[str]:
+    """The key of each guided step's state (the page's step buttons go there); every one must be on the grid."""
+    from explorable.guide import STEPS
+    from explorable.state import ExplorableState
+
+    _, reach = grid(stops)
+    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
+    keys = []
+    for step in STEPS:
+        key = reach.get(state_key({**defaults, **step.settings}))
+        if key is None:
+            raise ExportError(f"the stops must include every guided step's settings ({step.title}: {step.settings})")
+        keys.append(key)
+    return keys
+
+
 # -- worker: one group of states -------------------------------------------------------------------
 _PAGE = None
 
@@ -191,7 +207,7 @@ def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
             return {"type": "cb-array", "i": index[key]}
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             return [walk(v) for v in value]
         return value
 
@@ -350,19 +366,9 @@ def _kb(n: int) -> str:
 # -- command line --------------------------------------------------------------------------------
 def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True) -> dict[str, Any]:
     """Build the site in `out`; returns the figures it prints."""
-    from explorable.guide import STEPS
-    from explorable.state import ExplorableState
-
     started = time.perf_counter()
     computed, reach = grid(stops)
-    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
-    step_keys = []
-    for step in STEPS:
-        values = {**defaults, **{k: v for k, v in step.settings.items()}}
-        key = reach.get(state_key(values))
-        if key is None:
-            raise ExportError(f"the stops must include every guided step's settings ({step.title}: {step.settings})")
-        step_keys.append(key)
+    step_keys = guided_step_keys(stops)
 
     work = out / WORK / _digest(json.dumps({n: [str(v) for v in stops[n]] for n in GRID_ORDER}).encode(), 12)
     work.mkdir(parents=True, exist_ok=True)
@@ -431,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.out.exists() and not args.out.is_dir():
             raise ExportError(f"--out {args.out} exists and is not a folder")
         stops = parse_stops(args.stops)
+        guided_step_keys(stops)
         args.out.mkdir(parents=True, exist_ok=True)
         fig = export(args.out, stops, args.jobs, progress=not args.quiet)
     except ExportError as exc:
