@@ -49,10 +49,16 @@ def build_site(out: Path, grid=SMALL_GRID) -> None:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The small export, served on loopback: yields the page's URL."""
+def site_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("static-site")
     build_site(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(site_dir):
+    """The small export, served on loopback: yields the page's URL."""
+    out = site_dir
     handler = functools.partial(_QuietHandler, directory=str(out))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -161,3 +167,38 @@ def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, 
 def test_the_static_page_passes_the_served_apps_layout_checks(site, browser, width):
     # Any query but the projector flag: the checks expect the compact view and save no screenshot of their own.
     layout_checks.test_the_page_fits_the_screen(site, browser, width, "?from=static-test")
+
+
+def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site_dir, browser):
+    """The README's snippet ("Embed without a server") in an 820 px course column: no inner scrollbar."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Embed without a server"):]
+    snippet = re.search(r"```html\n(.*?)```", section, re.S).group(1)
+    assert "https://course.example.edu/explorable/index.html" in snippet
+    snippet = snippet.replace("https://course.example.edu/explorable/index.html", site)
+    (site_dir / "course-page.html").write_text(
+        "<!doctype html><html><body style='margin:0'><main style='width:820px; margin:0 auto'>"
+        f"<h1>Week 3: batching</h1>{snippet}<p>After the explorable.</p></main></body></html>")
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    page = context.new_page()
+    refused = refuse_other_hosts(page)
+    try:
+        page.goto(site.replace("index.html", "course-page.html"))
+        frame = page.frame_locator("#cb-explorable")
+        sync_api.expect(frame.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
+        inner = next(f for f in page.frames if "/index.html" in f.url)
+        inner.evaluate("window.cbStatic.ready")
+        fits = {}
+        for _ in range(60):  # the height arrives within a second or so
+            fits = inner.evaluate("""() => ({content: document.documentElement.scrollHeight, view: innerHeight,
+                                            wide: document.documentElement.scrollWidth, across: innerWidth})""")
+            if fits["content"] <= fits["view"] and fits["view"] > 1000:
+                break
+            page.wait_for_timeout(250)
+        assert fits["wide"] <= fits["across"] == 820, fits
+        assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "static-embed-820.png"), full_page=True)
+    finally:
+        context.close()
+    assert refused == []
