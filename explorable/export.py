@@ -94,7 +94,8 @@ def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
     defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
     missing = [n for n in GRID_ORDER if defaults[n] not in stops[n]]
     if missing:
-        raise ExportError(f"the stops must include the starting point: {', '.join(f'{n}={defaults[n]}' for n in missing)}")
+        needed = ", ".join(f"{n}={defaults[n]}" for n in missing)
+        raise ExportError(f"the stops must include the starting point: {needed}")
     return stops
 
 
@@ -218,6 +219,8 @@ def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, ste
     """One file per distinct outcome under data/; returns key -> file name (without .json)."""
     data_dir = out / "data"
     data_dir.mkdir(exist_ok=True)
+    for tmp in data_dir.glob("*.tmp"):  # left by an interrupted build
+        tmp.unlink()
     files: dict[str, str] = {}
     for key, r in results.items():
         packed, arrays = _pack(r["patch"])
@@ -289,10 +292,12 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
            step_keys: list[str], results: dict[str, dict]) -> None:
     """index.html: the page at its starting point, its resources, and what the script needs to swap states."""
     from bokeh.resources import Resources
-    from panel.io.resources import Resources as PnResources, set_resource_mode
+    from panel.io.resources import Resources as PnResources
+    from panel.io.resources import set_resource_mode
     from panel.io.save import file_html
 
-    from explorable import controls as controls_module, static_page
+    from explorable import controls as controls_module
+    from explorable import static_page
     from explorable.assets import CURRENT_STYLES
     from explorable.layout import EMBED_MESSAGE, TITLE
     from explorable.readouts import Readout, delta_cell
@@ -374,7 +379,9 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True)
     work.mkdir(parents=True, exist_ok=True)
     groups: dict[tuple, list[dict]] = {}
     for values in computed.values():
-        groups.setdefault(tuple(values[n] for n in ("allocation", "declared_multiple", "unit", "spread")), []).append(values)
+        # Everything but the two swept controls: a group's curves share their runs in one worker's cache.
+        group = tuple(values[n] for n in ("allocation", "declared_multiple", "unit", "spread"))
+        groups.setdefault(group, []).append(values)
     todo = {str(work / f"group-{i:03d}.json"): g for i, g in enumerate(groups.values())}
     pending = {t: g for t, g in todo.items() if not Path(t).exists()}
     bar = _bar(len(computed), len(computed) - sum(len(g) for g in pending.values()), progress)

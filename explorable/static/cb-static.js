@@ -46,7 +46,8 @@
       if (v && typeof v === "object") {
         if (v.type === "cb-array") {
           const a = data.arrays[v.i];
-          return {type: "ndarray", array: {type: "bytes", data: {id: ref(v.i)}}, shape: a.shape, dtype: a.dtype, order: a.order};
+          const array = {type: "bytes", data: {id: ref(v.i)}};
+          return {type: "ndarray", array, shape: a.shape, dtype: a.dtype, order: a.order};
         }
         return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
       }
@@ -173,12 +174,16 @@
       if (name in C.choices) {
         const hit = C.choices[name].find((c) => c.toLowerCase() === raw.toLowerCase());
         if (hit) v[name] = hit;
-        else said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not one of ${C.choices[name].join(", ")}; using the default, ${def}.`);
+        else {
+          said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not one of `
+            + `${C.choices[name].join(", ")}; using the default, ${def}.`);
+        }
         continue;
       }
       const x = Number(raw);
       if (raw === "" || !Number.isFinite(x) || x <= 0) {
-        said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not a positive number; using the default, ${def}.`);
+        said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not a positive number; `
+          + `using the default, ${def}.`);
         continue;
       }
       v[name] = nearest(name, x);
@@ -198,7 +203,11 @@
     return [v, said];
   }
 
-  const step = (i) => { chosen = i; followed = true; return go(Object.fromEntries(C.grid.map((n) => [n, C.stepValues[i][n]]))); };
+  const step = (i) => {
+    chosen = i;
+    followed = true;
+    return go(Object.fromEntries(C.grid.map((n) => [n, C.stepValues[i][n]])));
+  };
 
   window.cbStatic = {
     // A slider released or a radio button chosen (Bokeh's js_on_change on the widget).

@@ -18,7 +18,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
 import test_layout_browser as layout_checks  # the served app's layout checks, run on the static page
 
 from engine import RunConfig, simulate
@@ -44,7 +43,7 @@ def build_site(out: Path, grid=SMALL_GRID) -> None:
     args = [sys.executable, "-m", "explorable.export", "--out", str(out), "--quiet", "--jobs", "2"]
     for item in grid:
         args += ["--stops", item]
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -173,7 +172,7 @@ def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site
     """The README's snippet ("Embed without a server") in an 820 px course column: no inner scrollbar."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("### Embed without a server"):]
-    snippet = re.search(r"```html\n(.*?)```", section, re.S).group(1)
+    snippet = re.search(r"```html\n(.*?)```", section, re.DOTALL).group(1)
     assert "https://course.example.edu/explorable/index.html" in snippet
     snippet = snippet.replace("https://course.example.edu/explorable/index.html", site)
     (site_dir / "course-page.html").write_text(
