@@ -187,6 +187,23 @@ def _planes(raw: bytes, width: int, delta: bool) -> dict[str, Any]:
     return {"delta": delta, "data": base64.b64encode(gzip.compress(planes, 9, mtime=0)).decode()}
 
 
+def _encodings(raw: bytes, width: int):
+    """The ways to store one array, exactly; the smallest is kept: byte planes, of the items or of their
+    differences, or, for an array of few distinct items (the cache usage at each pass), the distinct items
+    once and each item's index among them, in planes."""
+    yield _planes(raw, width, False)
+    if width <= 4:
+        yield _planes(raw, width, True)
+    items = np.frombuffer(raw, dtype=f"<u{width}")  # the items' bits: distinct means bit for bit
+    distinct, index = np.unique(items, return_inverse=True)
+    if len(distinct) <= 65536 and len(distinct) < len(items) // 2:
+        index_width = 1 if len(distinct) <= 256 else 2
+        entry = _planes(index.astype(f"<u{index_width}").tobytes(), index_width, False)
+        entry.update(values=base64.b64encode(gzip.compress(distinct.tobytes(), 9, mtime=0)).decode(),
+                     index=index_width)
+        yield entry
+
+
 def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
     """The patch with each array moved into a table, stored once however often it appears (the two strips share
     their time axis), its bytes shuffled into planes (every first byte, then every second, ...) before gzip:
@@ -199,8 +216,7 @@ def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
             raw = gzip.decompress(base64.b64decode(value["array"]["data"]))
             width = np.dtype(value["dtype"]).itemsize
             entry = {"dtype": value["dtype"], "shape": value["shape"], "order": value["order"], "width": width}
-            entry.update(min((_planes(raw, width, delta) for delta in ((False, True) if width <= 4 else (False,))),
-                             key=lambda e: len(e["data"])))
+            entry.update(min(_encodings(raw, width), key=lambda e: len(e["data"]) + len(e.get("values", ""))))
             key = json.dumps(entry, sort_keys=True)
             if key not in index:
                 index[key] = len(table)

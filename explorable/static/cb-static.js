@@ -26,14 +26,33 @@
     return files.get(file);
   };
 
+  async function gunzip(b64) {
+    const packed = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  // Byte planes (every item's first byte, then every second, ...) back to items of `width` bytes.
+  function unplane(planes, width) {
+    const n = planes.length / width, bytes = new Uint8Array(planes.length);
+    for (let b = 0; b < width; b++) for (let i = 0; i < n; i++) bytes[i * width + b] = planes[b * n + i];
+    return bytes;
+  }
+
   // The export stores each array once, its bytes in planes, gzipped: back to bytes Bokeh takes as a buffer.
   async function unpack(data) {
     const buffers = await Promise.all((data.arrays || []).map(async (a) => {
-      const packed = Uint8Array.from(atob(a.data), (ch) => ch.charCodeAt(0));
-      const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
-      const planes = new Uint8Array(await new Response(stream).arrayBuffer());
-      const n = planes.length / a.width, bytes = new Uint8Array(planes.length);
-      for (let b = 0; b < a.width; b++) for (let i = 0; i < n; i++) bytes[i * a.width + b] = planes[b * n + i];
+      if (a.values) {  // the distinct items once, and each item's index among them
+        const values = await gunzip(a.values);
+        const planes = unplane(await gunzip(a.data), a.index);
+        const index = a.index === 1 ? planes : new Uint16Array(planes.buffer);
+        const bytes = new Uint8Array(index.length * a.width);
+        for (let i = 0; i < index.length; i++) {
+          bytes.set(values.subarray(index[i] * a.width, (index[i] + 1) * a.width), i * a.width);
+        }
+        return bytes.buffer;
+      }
+      const bytes = unplane(await gunzip(a.data), a.width);
       if (a.delta) {  // running sum of the items' bits, as integers of their width (wrapping, as numpy's diff did)
         const items = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.width](bytes.buffer);
         for (let i = 1; i < items.length; i++) items[i] += items[i - 1];

@@ -81,15 +81,24 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     patch, arrays = export._pack(static_page.patch(page.run_models))
     assert (patch, arrays) == (data["patch"], data["arrays"])
     # ... and the packed arrays decode (as the page decodes them) to the views' own numbers.
-    strips_x = np.asarray(page.app.views["strips"].kv_source.data["x"])
-    ref = dict(data["patch"]["strips.kv"]["data"]["entries"])["x"]
-    assert np.array_equal(decode(data["arrays"][ref["i"]]), strips_x)
+    for view, source in (("strips", "kv_source"), ("strips", "batch_source"), ("lanes", "source")):
+        drawn = getattr(page.app.views[view], source).data
+        name = {"kv_source": "strips.kv", "batch_source": "strips.batch", "source": "lanes.source"}[source]
+        for column, ref in dict(data["patch"][name]["data"]["entries"]).items():
+            got = decode(data["arrays"][ref["i"]])
+            assert got.tobytes() == np.asarray(drawn[column]).tobytes(), (name, column)
 
 
 def decode(a: dict) -> np.ndarray:
     """The page's decoding of one packed array (cb-static.js `unpack`), in numpy."""
-    planes = np.frombuffer(gzip.decompress(base64.b64decode(a["data"])), dtype=np.uint8)
-    raw = planes.reshape(a["width"], -1).T.copy()
+    def unplane(b64: str, width: int) -> np.ndarray:
+        planes = np.frombuffer(gzip.decompress(base64.b64decode(b64)), dtype=np.uint8)
+        return planes.reshape(width, -1).T.copy()
+
+    if "values" in a:
+        values = np.frombuffer(gzip.decompress(base64.b64decode(a["values"])), dtype=a["dtype"])
+        return values[unplane(a["data"], a["index"]).view(f"<u{a['index']}").ravel()]
+    raw = unplane(a["data"], a["width"])
     if a["delta"]:
         raw = np.cumsum(raw.view(f"<i{a['width']}").ravel(), dtype=f"<i{a['width']}").view(np.uint8)
     return np.frombuffer(raw.tobytes(), dtype=a["dtype"])
