@@ -231,15 +231,54 @@ def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
     return walk(patch), table
 
 
-def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, step_keys) -> dict[str, str]:
-    """One file per distinct outcome under data/; returns key -> file name (without .json)."""
+SHARED_SHARE = 0.1  # an array in more than this share of the files (the workload's lengths) goes in the page
+
+
+def _share(packs: dict[str, tuple[dict, list[dict]]]) -> tuple[dict[str, tuple[dict, list[dict]]], list[dict]]:
+    """Arrays that many files hold move into one table the page carries; files refer to them by position."""
+    count: dict[str, int] = {}
+    for _, arrays in packs.values():
+        for a in arrays:
+            k = json.dumps(a, sort_keys=True)
+            count[k] = count.get(k, 0) + 1
+    shared_keys = sorted(k for k, n in count.items() if n > max(1, SHARED_SHARE * len(packs)))
+    shared = {k: i for i, k in enumerate(shared_keys)}
+    out = {}
+    for key, (patch, arrays) in packs.items():
+        kept, refs = [], []
+        for a in arrays:
+            k = json.dumps(a, sort_keys=True)
+            if k in shared:
+                refs.append({"type": "cb-array", "s": shared[k]})
+            else:
+                refs.append({"type": "cb-array", "i": len(kept)})
+                kept.append(a)
+
+        def walk(value, refs=refs):
+            if isinstance(value, dict) and value.get("type") == "cb-array":
+                return refs[value["i"]]
+            if isinstance(value, dict):
+                return {k: walk(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [walk(v) for v in value]
+            return value
+
+        out[key] = (walk(patch), kept)
+    return out, [json.loads(k) for k in shared_keys]
+
+
+def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, step_keys
+                ) -> tuple[dict[str, str], list[dict]]:
+    """One file per distinct outcome under data/; returns key -> file name (without .json), and the arrays
+    that are shared by many files (the page carries those)."""
     data_dir = out / "data"
     data_dir.mkdir(exist_ok=True)
     for tmp in data_dir.glob("*.tmp"):  # left by an interrupted build
         tmp.unlink()
     files: dict[str, str] = {}
+    packs, shared = _share({key: _pack(r["patch"]) for key, r in results.items()})
     for key, r in results.items():
-        packed, arrays = _pack(r["patch"])
+        packed, arrays = packs[key]
         body: dict[str, Any] = {"patch": packed, "arrays": arrays}
         s = r["summary"]
         if s is not None:
@@ -264,7 +303,7 @@ def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, ste
             tmp.write_bytes(raw)
             tmp.replace(path)
         files[key] = name
-    return files
+    return files, shared
 
 
 PANEL_CDN = re.compile(r"https://cdn\.holoviz\.org/panel/[^/]+/dist/")
@@ -305,7 +344,7 @@ def _copy_assets(page_html: str, out: Path) -> str:
 
 
 def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
-           step_keys: list[str], results: dict[str, dict]) -> None:
+           step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
     """index.html: the page at its starting point, its resources, and what the script needs to swap states."""
     from bokeh.resources import Resources
     from panel.io.resources import Resources as PnResources
@@ -340,6 +379,7 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
             ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", controls_module.POOL_STOPS),
             ("declared_multiple", controls_module.DECLARED_STOPS), ("spread", controls_module.SPREAD_STOPS))},
         "embedMessage": EMBED_MESSAGE,
+        "shared": shared,
     }
     static_page.set_controls(page, {})  # back at the starting point, which the shell draws
     page.state.dismiss_notices()
@@ -412,8 +452,8 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True)
     for target in todo:
         for r in json.loads(Path(target).read_text()):
             results[r["key"]] = r
-    files = _write_data(out, results, computed, reach, stops, step_keys)
-    _shell(out, stops, files, reach, step_keys, results)
+    files, shared = _write_data(out, results, computed, reach, stops, step_keys)
+    _shell(out, stops, files, reach, step_keys, results, shared)
     stale = set((out / "data").glob("*.json")) - {out / "data" / f"{f}.json" for f in files.values()}
     for p in stale:  # outcomes of an earlier build with other stops
         p.unlink()

@@ -41,31 +41,14 @@
 
   // The export stores each array once, its bytes in planes, gzipped: back to bytes Bokeh takes as a buffer.
   async function unpack(data) {
-    const buffers = await Promise.all((data.arrays || []).map(async (a) => {
-      if (a.values) {  // the distinct items once, and each item's index among them
-        const values = await gunzip(a.values);
-        const planes = unplane(await gunzip(a.data), a.index);
-        const index = a.index === 1 ? planes : new Uint16Array(planes.buffer);
-        const bytes = new Uint8Array(index.length * a.width);
-        for (let i = 0; i < index.length; i++) {
-          bytes.set(values.subarray(index[i] * a.width, (index[i] + 1) * a.width), i * a.width);
-        }
-        return bytes.buffer;
-      }
-      const bytes = unplane(await gunzip(a.data), a.width);
-      if (a.delta) {  // running sum of the items' bits, as integers of their width (wrapping, as numpy's diff did)
-        const items = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.width](bytes.buffer);
-        for (let i = 1; i < items.length; i++) items[i] += items[i - 1];
-      }
-      return bytes.buffer;
-    }));
+    const buffers = await Promise.all((data.arrays || []).map(decode));
     const ref = (i) => `cb-array-${i}`;
     const walk = (v) => {
       if (Array.isArray(v)) return v.map(walk);
       if (v && typeof v === "object") {
         if (v.type === "cb-array") {
-          const a = data.arrays[v.i];
-          const array = {type: "bytes", data: {id: ref(v.i)}};
+          const a = v.s === undefined ? data.arrays[v.i] : C.shared[v.s];
+          const array = {type: "bytes", data: {id: v.s === undefined ? ref(v.i) : `cb-shared-${v.s}`}};
           return {type: "ndarray", array, shape: a.shape, dtype: a.dtype, order: a.order};
         }
         return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
@@ -73,9 +56,39 @@
       return v;
     };
     data.patch = walk(data.patch);
-    data.buffers = new Map(buffers.map((b, i) => [ref(i), b]));
+    // The shared ones copied: each patch gets buffers of its own, as one from the server would.
+    const common = (await sharedBuffers()).map(([id, b]) => [id, b.slice(0)]);
+    data.buffers = new Map([...buffers.map((b, i) => [ref(i), b]), ...common]);
     return data;
   }
+
+  // Arrays many files share (the workload's prompt and output lengths): in the page, decoded once.
+  let shared = null;
+  const sharedBuffers = () => {
+    shared = shared || Promise.all((C.shared || []).map(decode))
+      .then((bs) => bs.map((b, i) => [`cb-shared-${i}`, b]));
+    return shared;
+  };
+
+  async function decode(a) {
+    if (a.values) {  // the distinct items once, and each item's index among them
+      const values = await gunzip(a.values);
+      const planes = unplane(await gunzip(a.data), a.index);
+      const index = a.index === 1 ? planes : new Uint16Array(planes.buffer);
+      const bytes = new Uint8Array(index.length * a.width);
+      for (let i = 0; i < index.length; i++) {
+        bytes.set(values.subarray(index[i] * a.width, (index[i] + 1) * a.width), i * a.width);
+      }
+      return bytes.buffer;
+    }
+    const bytes = unplane(await gunzip(a.data), a.width);
+    if (a.delta) {  // running sum of the items' bits, as integers of their width (wrapping, as numpy's diff did)
+      const items = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.width](bytes.buffer);
+      for (let i = 1; i < items.length; i++) items[i] += items[i - 1];
+    }
+    return bytes.buffer;
+  }
+
   const EMPTY = {type: "map"};
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 

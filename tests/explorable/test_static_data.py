@@ -79,14 +79,25 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     page = static_page.build({**static_page.STOPS, **{k: (v,) for k, v in values.items()}})
     static_page.set_controls(page, values)
     patch, arrays = export._pack(static_page.patch(page.run_models))
-    assert (patch, arrays) == (data["patch"], data["arrays"])
+    assert resolve(patch, arrays, []) == resolve(data["patch"], data["arrays"], config["shared"])
     # ... and the packed arrays decode (as the page decodes them) to the views' own numbers.
     for view, source in (("strips", "kv_source"), ("strips", "batch_source"), ("lanes", "source")):
         drawn = getattr(page.app.views[view], source).data
         name = {"kv_source": "strips.kv", "batch_source": "strips.batch", "source": "lanes.source"}[source]
         for column, ref in dict(data["patch"][name]["data"]["entries"]).items():
-            got = decode(data["arrays"][ref["i"]])
+            got = decode(data["arrays"][ref["i"]] if "i" in ref else config["shared"][ref["s"]])
             assert got.tobytes() == np.asarray(drawn[column]).tobytes(), (name, column)
+
+
+def resolve(patch, arrays: list[dict], shared: list[dict]):
+    """A packed patch with every array reference replaced by the array's entry (its own or a shared one)."""
+    if isinstance(patch, dict) and patch.get("type") == "cb-array":
+        return arrays[patch["i"]] if "i" in patch else shared[patch["s"]]
+    if isinstance(patch, dict):
+        return {k: resolve(v, arrays, shared) for k, v in patch.items()}
+    if isinstance(patch, list):
+        return [resolve(v, arrays, shared) for v in patch]
+    return patch
 
 
 def decode(a: dict) -> np.ndarray:
@@ -107,6 +118,16 @@ def decode(a: dict) -> np.ndarray:
 def test_identical_outcomes_are_stored_once(site):
     config = page_config(site)
     files = set(config["states"].values())
+    # Arrays many files hold (the workload's prompt and output lengths, one pair per spread) are in the page
+    # once, and no file repeats them.
+    datas = [json.loads((site / "data" / f"{f}.json").read_text()) for f in files]
+    shared = [json.dumps(a, sort_keys=True) for a in config["shared"]]
+    assert shared
+    held = [json.dumps(a, sort_keys=True) for d in datas for a in d["arrays"]]
+    assert not set(held) & set(shared)
+    refs = [set(re.findall(r'"s":\s*(\d+)', json.dumps(d["patch"]))) for d in datas]
+    uses = [sum(str(i) in r for r in refs) for i in range(len(shared))]
+    assert all(n > export.SHARED_SHARE * len(datas) for n in uses), uses
     assert len(files) < len(config["states"])  # the on-demand declared multiples share a file
     assert {p.stem for p in (site / "data").glob("*.json")} == files
     assert config["states"]["256&16.0&on-demand&1.0&pass&16.0"] == config["states"]["256&16.0&on-demand&4.0&pass&16.0"]
