@@ -231,6 +231,18 @@ def _pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
     return walk(patch), table
 
 
+def constant_props(results: dict[str, dict]) -> set[tuple[str, str]]:
+    """(model, property) pairs every state sets to one same value (the lanes' 256 rows, the error pane of a
+    grid where everything runs): the page already has that value, as the shell is one of the states."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for r in results.values():
+        for name, props in r["patch"].items():
+            for attr, value in props.items():
+                seen.setdefault((name, attr), set()).add(json.dumps(value, sort_keys=True))
+    count = {pair: sum(pair[1] in r["patch"].get(pair[0], {}) for r in results.values()) for pair in seen}
+    return {pair for pair, values in seen.items() if len(values) == 1 and count[pair] == len(results)}
+
+
 SHARED_SHARE = 0.1  # an array in more than this share of the files (the workload's lengths) goes in the page
 
 
@@ -276,7 +288,10 @@ def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, ste
     for tmp in data_dir.glob("*.tmp"):  # left by an interrupted build
         tmp.unlink()
     files: dict[str, str] = {}
-    packs, shared = _share({key: _pack(r["patch"]) for key, r in results.items()})
+    fixed = constant_props(results)
+    varying = {key: {name: {a: v for a, v in props.items() if (name, a) not in fixed}
+                     for name, props in r["patch"].items()} for key, r in results.items()}
+    packs, shared = _share({key: _pack({n: p for n, p in patch.items() if p}) for key, patch in varying.items()})
     for key, r in results.items():
         packed, arrays = packs[key]
         body: dict[str, Any] = {"patch": packed, "arrays": arrays}
