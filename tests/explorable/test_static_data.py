@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engine import RunConfig, simulate
-from explorable import export, static_page
+from explorable import export, static_data, static_page
 from explorable.state import ExplorableState, _as_config_fields
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     static_page.set_controls(page, values)
     drawn = static_page.patch(page.run_models)
     held = resolve(data["patch"], data["arrays"], config["shared"])
-    patch, arrays = export._pack({name: {a: v for a, v in props.items() if a in held.get(name, {})}
+    patch, arrays = static_data.pack({name: {a: v for a, v in props.items() if a in held.get(name, {})}
                                   for name, props in drawn.items() if name in held})
     assert resolve(patch, arrays, []) == held
     # What the file leaves out, the page already shows: the shell (drawn at the starting point) has that value.
@@ -136,7 +136,7 @@ def test_identical_outcomes_are_stored_once(site):
     assert not set(held) & set(shared)
     refs = [set(re.findall(r'"s":\s*(\d+)', json.dumps(d["patch"]))) for d in datas]
     uses = [sum(str(i) in r for r in refs) for i in range(len(shared))]
-    assert all(n > export.SHARED_SHARE * len(datas) for n in uses), uses
+    assert all(n > static_data.SHARED_SHARE * len(datas) for n in uses), uses
     assert len(files) < len(config["states"])  # the on-demand declared multiples share a file
     assert {p.stem for p in (site / "data").glob("*.json")} == files
     assert config["states"]["256&16.0&on-demand&1.0&pass&16.0"] == config["states"]["256&16.0&on-demand&4.0&pass&16.0"]
