@@ -77,6 +77,11 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
     return rows
 
 
+def delta_cell(r: Readout) -> str:
+    """A readout's change against the setting before (the static build swaps just these cells in)."""
+    return f'<div class="readout-delta {r.verdict}">{html.escape(r.delta) or "&nbsp;"}</div>'
+
+
 def render(rows: list[Readout], stale: bool, measured: bool) -> str:
     cards = []
     for r in rows:
@@ -85,8 +90,7 @@ def render(rows: list[Readout], stale: bool, measured: bool) -> str:
             f'<div class="readout-label">{html.escape(r.label)}</div>'
             f'<div class="readout-main"><span class="readout-value" data-value="{r.value:.6g}">{r.text}</span>'
             f'<span class="readout-beside">{html.escape(r.beside)}</span></div>'
-            f'<div class="readout-delta {r.verdict}">{html.escape(r.delta) or "&nbsp;"}</div>'
-            "</div>"
+            f"{delta_cell(r)}</div>"
         )
     classes = "readouts" + (" stale" if stale else "") + (" measured" if measured else "")
     return f'<div class="{classes}">{"".join(cards)}</div>'

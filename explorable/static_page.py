@@ -1,0 +1,198 @@
+"""The served page's views as one Bokeh document, with the models a static page swaps data into named.
+
+Both the static site's shell (`index.html`) and every state file come from `build()`: the same
+`ExplorableApp` the server builds, rendered once into a `Document`. `patch(page)` reads, for the page's
+current state, every property the views set on a run (source data, ranges, ticks, HTML text): what the
+served app would send in its PATCH-DOC, keyed by a name instead of a model id (ids differ between
+processes; the shell maps names to its own ids).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import panel as pn
+from bokeh.core.serialization import Serializer
+from bokeh.document import Document
+from bokeh.models import Axis, ColumnDataSource, CustomJS, FixedTicker, Label, Model, Range1d, Span
+from pyviz_comms import Comm
+
+from explorable import controls as controls_module
+from explorable.guide import STEPS, step_settings
+from explorable.layout import ExplorableApp, configure
+from explorable.state import ExplorableState
+
+# The static build's stops: finer pool stops than the served sidebar's, since a reader of the static page
+# can reach only the stops (its sliders snap to them).
+STOPS: dict[str, tuple] = {
+    "max_num_seqs": controls_module.SEQ_STOPS,
+    "pool_gib": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0),
+    "allocation": ("on-demand", "reserve"),
+    "declared_multiple": controls_module.DECLARED_STOPS,
+    "unit": ("pass", "request"),
+    "spread": tuple(float(s) for s in controls_module.SPREAD_STOPS),
+}
+# Advanced controls: the static build has their starting values only (the served app has them all).
+FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl")
+
+# What a run changes, by model type (the properties the views' `_update` methods set).
+SWAPPED_PROPS: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (ColumnDataSource, ("data",)),
+    (Range1d, ("start", "end", "reset_start", "reset_end")),
+    (FixedTicker, ("ticks",)),
+    (Span, ("location", "visible")),
+    (Label, ("text", "y", "y_offset")),
+    (Axis, ("axis_label",)),
+)
+# Panel's HTML panes and the buttons (a current stop or step is marked by inline styles).
+UI_PROPS = ("text", "visible", "styles", "disabled")
+
+
+@dataclass
+class Page:
+    """One built page: its state, views, document, and the models a static page addresses by name."""
+
+    state: ExplorableState
+    app: ExplorableApp
+    doc: Document
+    run_models: dict[str, Model] = field(default_factory=dict)  # change with the run
+    ui_models: dict[str, Model] = field(default_factory=dict)  # widgets, buttons, guide, notices
+
+
+def _model(viewable: pn.viewable.Viewable, root: Model) -> Model:
+    """The Bokeh model Panel made for `viewable` in the page rooted at `root`."""
+    return viewable._models[root.ref["id"]][0]
+
+
+def build(stops: dict[str, tuple] | None = None) -> Page:
+    """The explorable's page in a Document of its own, at the starting point, with the static stops."""
+    configure()
+    controls_module.POOL_STOPS = tuple(int(p) for p in (stops or STOPS)["pool_gib"])  # read by Controls.__panel__
+    state = ExplorableState()
+    app = ExplorableApp(state=state)
+    v = app.views
+    c = v["controls"]
+    for name in ("model", "gpu", "max_num_batched_tokens", "full_isl"):
+        getattr(c, name).disabled = True
+    doc = Document()
+    root = pn.panel(app).get_root(doc, Comm())
+    pn.io.model.add_to_doc(root, doc, True)
+    page = Page(state, app, doc)
+
+    lanes, strips, curves = v["lanes"], v["strips"], v["curves"]
+    run = {
+        "readouts": _model(v["readouts"].pane, root), "run_error": _model(v["readouts"].error, root),
+        "lanes.source": lanes.source, "lanes.marks": lanes.marks, "lanes.details": lanes.details,
+        "lanes.x_range": lanes.x_range, "lanes.y_range": lanes.y_range, "lanes.y_ticker": lanes.y_ticker,
+        "lanes.caption": _model(lanes.caption, root),
+        "strips.batch": strips.batch_source, "strips.kv": strips.kv_source, "strips.batch_range": strips.batch_range,
+        "strips.cap": strips.cap, "strips.cap_label": strips.cap_label, "strips.kv_axis": strips.kv_fig.yaxis[0],
+        "log": _model(v["logs"].pane, root), "pool_warning": _model(c.pool_warning, root),
+    }
+    for key, curve in (("seqs", curves.by_seqs), ("pool", curves.by_pool)):
+        run.update({f"curve.{key}.line": curve.line, f"curve.{key}.point": curve.point,
+                    f"curve.{key}.marker": curve.marker, f"curve.{key}.y_range": curve.figure.y_range})
+    page.run_models = run
+
+    guide, notices = v["guide"], v["notices"]
+    ui = {f"ctl.{name}": _model(getattr(c, name), root) for name in STOPS}
+    ui.update({"declared_note": _model(c.declared_note, root), "reset": _model(c.reset, root),
+               "guide.text": _model(guide.text, root), "guide.prev": _model(guide.prev, root),
+               "guide.next": _model(guide.next, root), "notices.text": _model(notices.text, root),
+               "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root)})
+    ui.update({f"step.{i}": _model(b, root) for i, b in enumerate(guide.buttons)})
+    ui.update(_stop_buttons(root))
+    page.ui_models = ui
+    missing = [name for name, m in {**run, **ui}.items() if m.document is not doc]
+    assert not missing, f"models not in the page's document: {missing}"
+    return page
+
+
+def _stop_buttons(root: Model) -> dict[str, Model]:
+    """The quick-stop buttons, by control and position (`stop.pool_gib.3`), found by their CSS class."""
+    out: dict[str, Model] = {}
+    for name in STOPS:
+        found = [m for m in root.select({"type": Model}) if f"stop-{name}" in (getattr(m, "css_classes", None) or [])]
+        # In the row's order, which is the stops' (increasing); `select` walks the document in no set order.
+        found.sort(key=lambda m: float(re.match(r"[\d.]+", m.label).group()))
+        for i, m in enumerate(found):
+            out[f"stop.{name}.{i}"] = m
+    return out
+
+
+def _encode(value: Any) -> Any:
+    return Serializer(deferred=False).encode(value)
+
+
+def props(model: Model) -> dict[str, Any]:
+    """The swapped properties of one model, as Bokeh serialises them."""
+    for kind, names in SWAPPED_PROPS:
+        if isinstance(model, kind):
+            return {n: _encode(getattr(model, n)) for n in names}
+    names = model.properties()
+    return {n: _encode(getattr(model, n)) for n in UI_PROPS if n in names}
+
+
+def patch(models: dict[str, Model]) -> dict[str, dict[str, Any]]:
+    """{name: {property: serialised value}} for the given models as they are now."""
+    return {name: props(m) for name, m in models.items()}
+
+
+def set_controls(page: Page, values: dict[str, Any]) -> None:
+    """Set the page to `values` (grid controls; the rest at their starting point) and draw every view for it.
+    The readouts are drawn without a previous setting: the static page puts each change's deltas in."""
+    state = page.state
+    state.param.update(**{**state.defaults(), **values})
+    page.app.views["curves"]._update()  # outside a server it runs at once; called to be sure it has
+    state.previous_summary = None
+    page.app.views["readouts"]._update()
+
+
+def on_change_js(page: Page) -> None:
+    """Hand every reader action (a slider release, a radio choice, a button) to the static page's script."""
+    call = "window.cbStatic && window.cbStatic.{}({});"
+    for name, model in page.ui_models.items():
+        if name.startswith("ctl."):
+            control = name[4:]
+            attr = "active" if hasattr(model, "active") else "value_throttled"
+            model.js_on_change(attr, CustomJS(code=call.format("control", f"'{control}', cb_obj.{attr}")))
+        elif name.startswith(("stop.", "step.")) or name in ("guide.prev", "guide.next", "reset", "notices.dismiss"):
+            model.js_on_event("button_click", CustomJS(code=call.format("button", f"'{name}'")))
+
+
+def guide_fragments(page: Page) -> list[dict[str, dict]]:
+    """Per step: what the guide shows when the page is at that step ('match'), and when the controls left it
+    after the reader followed it ('drifted') or arrived from a link at settings of no step ('link')."""
+    guide = page.app.views["guide"]
+    state = page.state
+    names = {k: m for k, m in page.ui_models.items() if k.startswith(("guide.", "step."))}
+    out = []
+    for i in range(len(STEPS)):
+        entry = {}
+        state.param.update(**step_settings(state, i))
+        guide.chosen = i
+        guide._refresh()
+        entry["match"] = patch(names)
+        state.param.update(**{**state.defaults(), "max_num_seqs": 1})  # a setting that is no step
+        for kind, followed in (("drifted", True), ("link", False)):
+            guide.chosen = i
+            guide.followed = followed
+            guide._refresh()
+            entry[kind] = patch(names)
+        out.append(entry)
+    return out
+
+
+def control_fragments(page: Page) -> dict[str, dict[str, dict]]:
+    """What the controls panel shows beside each allocation (the declared max_tokens note, greyed or not)."""
+    state = page.state
+    names = {k: page.ui_models[k] for k in ("declared_note", "ctl.declared_multiple")}
+    out = {}
+    for value in STOPS["allocation"]:
+        state.allocation = value
+        out[value] = {"declared_note": {"text": _encode(names["declared_note"].text),
+                                        "styles": _encode(names["declared_note"].styles)},
+                      "ctl.declared_multiple": {"styles": _encode(names["ctl.declared_multiple"].styles)}}
+    state.allocation = state.param["allocation"].default
+    return out

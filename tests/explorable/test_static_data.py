@@ -1,0 +1,157 @@
+"""The static build's data files against the engine and the served app's views: a small export on a reduced grid,
+then, for a sample of states, the file's summary (with its `trace_digest`) is the engine's, and its patch is
+what the app's own views draw for that state. Also: bad input to the export is one line and writes nothing.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import RunConfig, simulate
+from explorable import export, static_data, static_page
+from explorable.state import ExplorableState, _as_config_fields
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]
+
+
+def run_export(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "explorable.export", "--quiet", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("static-data")
+    done = run_export("--out", str(out), "--jobs", "2", *[a for item in SMALL_GRID for a in ("--stops", item)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "distinct outcomes" in done.stdout and "largest state file" in done.stdout
+    return out
+
+
+def page_config(site: Path) -> dict:
+    text = (site / "index.html").read_text()
+    return json.loads(re.search(r"window\.CB_STATIC_CONFIG = (.*?);</script>", text).group(1).replace("<\\/", "</"))
+
+
+def values_of(key: str) -> dict:
+    """A manifest key back to control values (it lists the grid controls' URL texts in URL order)."""
+    state = ExplorableState.__new__(ExplorableState)
+    out = {}
+    for name, text in zip(export.GRID_ORDER, key.split("&")):
+        p = state.param[name]
+        out[name] = text if name in ("allocation", "unit") else (int(text) if name == "max_num_seqs" else float(text))
+        assert p.serialize(out[name]) == (text if name in ("allocation", "unit") else json.loads(text))
+    return out
+
+
+SAMPLE = (
+    "256&16.0&on-demand&4.0&pass&16.0",  # the starting point
+    "256&16.0&on-demand&1.0&pass&16.0",  # on demand, declared max_tokens is never read: same outcome as 4.0
+    "512&2.0&on-demand&4.0&pass&16.0",  # the memory wall
+    "64&16.0&reserve&4.0&request&16.0",  # static batching
+    "64&2.0&reserve&1.0&pass&1.0",
+    "512&16.0&reserve&1.0&request&1.0",
+)
+
+
+@pytest.mark.parametrize("key", SAMPLE)
+def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
+    config = page_config(site)
+    data = json.loads((site / "data" / f"{config['states'][key]}.json").read_text())
+    values = values_of(key)
+    defaults = {n: ExplorableState.param[n].default for n in config["order"]}
+    summary = simulate(RunConfig(**_as_config_fields({**defaults, **values}))).summary()
+    assert data["summary"] == json.loads(json.dumps(summary))
+    assert data["summary"]["trace_digest"] == summary["trace_digest"]
+
+    # What the served app's views draw for this state, packed as the export packs it.
+    page = static_page.build({**static_page.STOPS, **{k: (v,) for k, v in values.items()}})
+    static_page.set_controls(page, values)
+    drawn = static_page.patch(page.run_models)
+    held = resolve(data["patch"], data["arrays"], config["shared"])
+    patch, arrays = static_data.pack({name: {a: v for a, v in props.items() if a in held.get(name, {})}
+                                  for name, props in drawn.items() if name in held})
+    assert resolve(patch, arrays, []) == held
+    # What the file leaves out, the page already shows: the shell (drawn at the starting point) has that value.
+    start = static_page.build()
+    static_page.set_controls(start, {})
+    shell = static_page.patch(start.run_models)
+    left_out = [(n, a) for n, props in drawn.items() for a in props if a not in held.get(n, {})]
+    assert all(drawn[n][a] == shell[n][a] for n, a in left_out), left_out
+    # ... and the packed arrays decode (as the page decodes them) to the views' own numbers.
+    for view, source in (("strips", "kv_source"), ("strips", "batch_source"), ("lanes", "source")):
+        drawn = getattr(page.app.views[view], source).data
+        name = {"kv_source": "strips.kv", "batch_source": "strips.batch", "source": "lanes.source"}[source]
+        for column, ref in dict(data["patch"][name]["data"]["entries"]).items():
+            got = decode(data["arrays"][ref["i"]] if "i" in ref else config["shared"][ref["s"]])
+            assert got.tobytes() == np.asarray(drawn[column]).tobytes(), (name, column)
+
+
+def resolve(patch, arrays: list[dict], shared: list[dict]):
+    """A packed patch with every array reference replaced by the array's entry (its own or a shared one)."""
+    if isinstance(patch, dict) and patch.get("type") == "cb-array":
+        return arrays[patch["i"]] if "i" in patch else shared[patch["s"]]
+    if isinstance(patch, dict):
+        return {k: resolve(v, arrays, shared) for k, v in patch.items()}
+    if isinstance(patch, list):
+        return [resolve(v, arrays, shared) for v in patch]
+    return patch
+
+
+def decode(a: dict) -> np.ndarray:
+    """The page's decoding of one packed array (cb-static.js `unpack`), in numpy."""
+    def unplane(b64: str, width: int) -> np.ndarray:
+        planes = np.frombuffer(gzip.decompress(base64.b64decode(b64)), dtype=np.uint8)
+        return planes.reshape(width, -1).T.copy()
+
+    if "values" in a:
+        values = np.frombuffer(gzip.decompress(base64.b64decode(a["values"])), dtype=a["dtype"])
+        return values[unplane(a["data"], a["index"]).view(f"<u{a['index']}").ravel()]
+    raw = unplane(a["data"], a["width"])
+    if a["delta"]:
+        raw = np.cumsum(raw.view(f"<i{a['width']}").ravel(), dtype=f"<i{a['width']}").view(np.uint8)
+    return np.frombuffer(raw.tobytes(), dtype=a["dtype"])
+
+
+def test_identical_outcomes_are_stored_once(site):
+    config = page_config(site)
+    files = set(config["states"].values())
+    # Arrays many files hold (the workload's prompt and output lengths, one pair per spread) are in the page
+    # once, and no file repeats them.
+    datas = [json.loads((site / "data" / f"{f}.json").read_text()) for f in files]
+    shared = [json.dumps(a, sort_keys=True) for a in config["shared"]]
+    assert shared
+    held = [json.dumps(a, sort_keys=True) for d in datas for a in d["arrays"]]
+    assert not set(held) & set(shared)
+    refs = [set(re.findall(r'"s":\s*(\d+)', json.dumps(d["patch"]))) for d in datas]
+    uses = [sum(str(i) in r for r in refs) for i in range(len(shared))]
+    assert all(n > static_data.SHARED_SHARE * len(datas) for n in uses), uses
+    assert len(files) < len(config["states"])  # the on-demand declared multiples share a file
+    assert {p.stem for p in (site / "data").glob("*.json")} == files
+    assert config["states"]["256&16.0&on-demand&1.0&pass&16.0"] == config["states"]["256&16.0&on-demand&4.0&pass&16.0"]
+    assert config["states"]["256&16.0&reserve&1.0&pass&16.0"] != config["states"]["256&16.0&reserve&4.0&pass&16.0"]
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--stops", "colour=1"], "--stops takes NAME=V1,V2"),
+    (["--stops", "pool_gib=2,abc"], "--stops pool_gib: each value must be"),
+    (["--stops", "max_num_seqs=64,512"], "the stops must include the starting point"),
+    (["--stops", "spread=16"], "every guided step"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, says):
+    out = tmp_path / "site"
+    done = run_export("--out", str(out), *args)
+    assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()

@@ -1,0 +1,203 @@
+"""The static build in headless Chromium: a small export (`python -m explorable.export` on a reduced grid) served
+by `http.server` on loopback, every request to another host refused twice over (Chromium's resolver maps every
+other name to nothing, and Playwright's routing records and aborts whatever still tries).
+
+Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the playwright package; skipped otherwise.
+Screenshots land in artifacts/.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import test_layout_browser as layout_checks  # the served app's layout checks, run on the static page
+
+from engine import RunConfig, simulate
+from explorable.guide import STEPS, step_settings
+from explorable.state import ExplorableState, _as_config_fields
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+sync_api = layout_checks.sync_api
+# Every guided step's settings and one neighbour of each, on both units and allocations: 72 states.
+SMALL_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]
+CHROMIUM_ARGS = [*layout_checks.CHROMIUM_ARGS, "--disable-quic", "--no-first-run", "--disable-component-update",
+                 "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+READOUT_FIELDS = ("throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
+                  "live_cache_fraction")
+
+
+def build_site(out: Path, grid=SMALL_GRID) -> None:
+    """Run the export as a reader would, on a reduced grid."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "explorable.export", "--out", str(out), "--quiet", "--jobs", "2"]
+    for item in grid:
+        args += ["--stops", item]
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("static-site")
+    build_site(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(site_dir):
+    """The small export, served on loopback: yields the page's URL."""
+    out = site_dir
+    handler = functools.partial(_QuietHandler, directory=str(out))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
+    httpd.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *_):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=layout_checks.CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def refuse_other_hosts(page) -> list[str]:
+    """Abort every request whose host is not loopback; the returned list records them."""
+    refused: list[str] = []
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"):
+            r.continue_()
+        else:
+            refused.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    return refused
+
+
+def shown_readouts(page) -> dict[str, float]:
+    return {key: float(page.locator(f'[data-readout="{key}"] .readout-value').get_attribute("data-value"))
+            for key in READOUT_FIELDS}
+
+
+def engine_readouts(settings: dict) -> dict[str, float]:
+    """What the readouts must say for `settings`, straight from the engine."""
+    s = simulate(RunConfig(**_as_config_fields(settings))).summary()
+    return {**{k: float(s[k]) for k in READOUT_FIELDS}, "live_cache_fraction": 100 * s["live_cache_fraction"]}
+
+
+def test_every_guided_step_shows_the_engines_numbers_with_no_request_to_another_host(site, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(layout_checks.TIMEOUT_MS)
+    refused = refuse_other_hosts(page)
+    try:
+        page.goto(site)
+        page.evaluate("window.cbStatic.ready")
+        state = ExplorableState.__new__(ExplorableState)  # step_settings reads only the declared defaults
+        throughput = page.locator('[data-readout="throughput_tok_s"] .readout-value')
+        # Through the steps and back to the first (the default page itself is drawn by the shell).
+        for i in [*range(1, len(STEPS)), 0]:
+            before = throughput.get_attribute("data-value")
+            page.locator(".step-button button").filter(has_text=STEPS[i].title).click()
+            settings = {**ExplorableState.param.values(), **step_settings(state, i)}
+            settings = {k: settings[k] for k in state.defaults()}
+            want = engine_readouts(settings)
+            if f"{want['throughput_tok_s']:.6g}" != before:
+                sync_api.expect(throughput).not_to_have_attribute("data-value", before)
+            sync_api.expect(page.locator(".step-text")).to_have_attribute("data-step", str(i + 1))
+            got = shown_readouts(page)
+            for key in READOUT_FIELDS:
+                assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-9), (STEPS[i].title, key)
+            # The URL names the state with the served app's keys.
+            query = dict(re.findall(r"([^?&=]+)=([^&]*)", page.evaluate("location.search")))
+            assert int(query["max_num_seqs"]) == settings["max_num_seqs"]
+            assert float(query["pool_gib"]) == settings["pool_gib"] and query["unit"] == settings["unit"]
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "static-1280.png"), full_page=True)
+    finally:
+        context.close()
+    assert refused == [], f"requests to other hosts: {refused}"
+
+
+def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    refused = refuse_other_hosts(page)
+    try:
+        # A link the served app writes (Cap at 64), with a pool between stops.
+        page.goto(site + "?max_num_seqs=64&pool_gib=12.5&allocation=on-demand&unit=pass&spread=16.0")
+        page.evaluate("window.cbStatic.ready")
+        sync_api.expect(page.locator('[data-notice="link"]')).to_contain_text("pool_gib")
+        page.wait_for_function("new URLSearchParams(location.search).get('pool_gib') === '16.0'")
+        settings = {**ExplorableState.__new__(ExplorableState).defaults(), "max_num_seqs": 64}
+        assert shown_readouts(page)["throughput_tok_s"] == pytest.approx(
+            engine_readouts(settings)["throughput_tok_s"], rel=1e-5)
+        sync_api.expect(page.locator(".step-text")).to_have_attribute("data-step", "2")
+        # A stop click gives the deltas the served app shows against the setting before.
+        page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(r"^256$")).click()
+        sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-delta')).to_have_text(
+            re.compile(r"^\u2212[\d,]+ tok/s$"))
+    finally:
+        context.close()
+    assert refused == []
+
+
+@pytest.mark.parametrize("width", (390, 1280))
+def test_the_static_page_passes_the_served_apps_layout_checks(site, browser, width):
+    # Any query but the projector flag: the checks expect the compact view and save no screenshot of their own.
+    layout_checks.test_the_page_fits_the_screen(site, browser, width, "?from=static-test")
+
+
+def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site_dir, browser):
+    """The README's snippet ("Embed without a server") in an 820 px course column: no inner scrollbar."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Embed without a server"):]
+    snippet = re.search(r"```html\n(.*?)```", section, re.DOTALL).group(1)
+    assert "https://course.example.edu/explorable/index.html" in snippet
+    snippet = snippet.replace("https://course.example.edu/explorable/index.html", site)
+    (site_dir / "course-page.html").write_text(
+        "<!doctype html><html><body style='margin:0'><main style='width:820px; margin:0 auto'>"
+        f"<h1>Week 3: batching</h1>{snippet}<p>After the explorable.</p></main></body></html>")
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    page = context.new_page()
+    refused = refuse_other_hosts(page)
+    try:
+        page.goto(site.replace("index.html", "course-page.html"))
+        frame = page.frame_locator("#cb-explorable")
+        sync_api.expect(frame.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
+        inner = next(f for f in page.frames if "/index.html" in f.url)
+        inner.evaluate("window.cbStatic.ready")
+        fits = {}
+        for _ in range(60):  # the height arrives within a second or so
+            fits = inner.evaluate("""() => ({content: document.documentElement.scrollHeight, view: innerHeight,
+                                            wide: document.documentElement.scrollWidth, across: innerWidth})""")
+            if fits["content"] <= fits["view"] and fits["view"] > 1000:
+                break
+            page.wait_for_timeout(250)
+        assert fits["wide"] <= fits["across"] == 820, fits
+        assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "static-embed-820.png"), full_page=True)
+    finally:
+        context.close()
+    assert refused == []
