@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec
 from engine.workload import MAX_WORKLOAD_REQUESTS, Workload, generate_workload, load_workload
+from kernels.scheduler_core import cdiv
 
 ALLOCATIONS = ("on-demand", "reserve")
 UNITS = ("pass", "request")
@@ -82,6 +83,10 @@ class RunConfig:
     @property
     def usable_blocks(self) -> int:
         return self.num_gpu_blocks - 1
+
+    def blocks_for(self, tokens):
+        """KV blocks that hold `tokens` tokens (an int or an array)."""
+        return cdiv(tokens, self.block_size)
 
     def build_workload(self) -> Workload:
         if isinstance(self.workload, Workload):
@@ -174,11 +179,11 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
     kv = cfg.model_spec.kv_bytes_per_token
     if cfg.allocation == "reserve":
         declared = declared_max_tokens(cfg, workload)
-        need_blocks = int((-(-(workload.prompt_len + declared) // bs)).max())
+        need_blocks = int(cfg.blocks_for(workload.prompt_len + declared).max())
         what = "reserve prompt + declared max_tokens for its largest request"
     else:
         # The last sampled token is never fed back, so a request peaks at prompt + output - 1 tokens of KV.
-        need_blocks = int((-(-(workload.prompt_len + workload.output_len - 1) // bs)).max())
+        need_blocks = int(cfg.blocks_for(workload.prompt_len + workload.output_len - 1).max())
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
         if cfg.num_gpu_blocks_override is not None:

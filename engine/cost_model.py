@@ -1,7 +1,9 @@
 """Roofline price of one forward pass: t = overhead + max(bytes / bandwidth, FLOPs / FLOP/s).
 
 Bytes are the weights plus the KV of every context token the pass reads; FLOPs are 2 x params per new
-token plus attention's query-key pairs. The constants come from `engine.presets` and nowhere else.
+token plus attention's query-key pairs. The formula is the numba core's (`roofline`, `pass_work`), so the
+simulator, the live prediction and the calibration price a pass the same way; the constants come from
+`engine.presets` and nowhere else.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from kernels import scheduler_core as core
 
 def cost_vector(model: ModelSpec, gpu: GPUSpec) -> np.ndarray:
     """The cost model's constants in the order the numba core reads them."""
-    cost = np.zeros(7, dtype=np.float64)
+    cost = np.zeros(core.NUM_COST_FIELDS, dtype=np.float64)
     cost[core.C_OVERHEAD] = gpu.pass_overhead_s
     cost[core.C_WEIGHT_BYTES] = model.weight_bytes
     cost[core.C_KV_BYTES] = model.kv_bytes_per_token
@@ -22,6 +24,11 @@ def cost_vector(model: ModelSpec, gpu: GPUSpec) -> np.ndarray:
     cost[core.C_PARAMS] = model.num_params
     cost[core.C_ATTN] = model.attention_flops_per_pair
     return cost
+
+
+def plan_seconds(cost: np.ndarray, plan) -> float:
+    """Predicted duration of a scheduled pass (a `StepPlan`), with a `cost_vector`."""
+    return float(core.pass_seconds(cost, plan.new_tokens, plan.computed_before, plan.num_seqs))
 
 
 def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> float:
@@ -33,8 +40,26 @@ def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, compute
 
 def pass_bytes_and_flops(model: ModelSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> tuple[float, float]:
     """What a pass moves and computes; the live calibration fits the GPU constants against these."""
-    n = np.asarray(new_tokens, dtype=np.float64)
-    c = np.asarray(computed_before, dtype=np.float64)
-    bytes_moved = model.weight_bytes + model.kv_bytes_per_token * float((c + n).sum())
-    flops = 2.0 * model.num_params * float(n.sum()) + model.attention_flops_per_pair * float((n * c + n * (n + 1) / 2).sum())
-    return bytes_moved, flops
+    new = np.ascontiguousarray(new_tokens, dtype=np.int64)
+    before = np.ascontiguousarray(computed_before, dtype=np.int64)
+    cost = np.zeros(core.NUM_COST_FIELDS, dtype=np.float64)
+    cost[core.C_WEIGHT_BYTES] = model.weight_bytes
+    cost[core.C_KV_BYTES] = model.kv_bytes_per_token
+    cost[core.C_PARAMS] = model.num_params
+    cost[core.C_ATTN] = model.attention_flops_per_pair
+    bytes_moved, flops = core.pass_work(cost, new, before, new.shape[0])
+    return float(bytes_moved), float(flops)
+
+
+def roofline_seconds(pass_bytes, pass_flops, gpu: GPUSpec, overhead: bool = True) -> np.ndarray:
+    """The cost model's pass times for given bytes and FLOPs (arrays); overhead=False gives the bare
+    roofline (all bytes at the bandwidth, or all FLOPs at the FLOP rate)."""
+    return roofline(np.asarray(pass_bytes, dtype=np.float64), np.asarray(pass_flops, dtype=np.float64),
+                    gpu.pass_overhead_s if overhead else 0.0, gpu.effective_bandwidth, gpu.effective_flops)
+
+
+def roofline(pass_bytes: np.ndarray, pass_flops: np.ndarray, overhead: float, bandwidth: float,
+             flops: float) -> np.ndarray:
+    """The formula itself, for constants that are not a preset's (a fit in progress, a datasheet)."""
+    return core.roofline(float(overhead), float(bandwidth), float(flops), np.asarray(pass_bytes, dtype=np.float64),
+                         np.asarray(pass_flops, dtype=np.float64))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 import threading
 import time
 import types
@@ -169,8 +170,8 @@ def test_a_measured_run_names_its_device_and_the_prediction_it_is_set_against(wi
 
     def on_device(cfg, progress=None, cancel=None, **_):
         trace = measured_run(cfg, progress=progress)
-        return dataclasses.replace(trace, extra={"device": "NVIDIA H100 80GB HBM3", "model_preset": "Qwen3-8B",
-                                                 "dtype": "bf16"})
+        live = SimpleNamespace(device="NVIDIA H100 80GB HBM3", model_preset="Qwen3-8B", dtype="bf16")
+        return dataclasses.replace(trace, live=live)
 
     with_executor(on_device)
     state = ExplorableState(max_num_seqs=64)
