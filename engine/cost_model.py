@@ -26,28 +26,27 @@ def cost_vector(model: ModelSpec, gpu: GPUSpec) -> np.ndarray:
     return cost
 
 
+def _work(new_tokens: np.ndarray, computed_before: np.ndarray) -> np.ndarray:
+    """A pass laid out as the core's pass outputs: new tokens and computed-before per sequence."""
+    out = np.zeros((core.NUM_OUT_ROWS, len(new_tokens)), dtype=np.int64)
+    out[core.OUT_NEW], out[core.OUT_BEFORE] = new_tokens, computed_before
+    return out
+
+
 def plan_seconds(cost: np.ndarray, plan) -> float:
     """Predicted duration of a scheduled pass (a `StepPlan`), with a `cost_vector`."""
-    return float(core.pass_seconds(cost, plan.new_tokens, plan.computed_before, plan.num_seqs))
+    return float(core.pass_seconds(cost, _work(plan.new_tokens, plan.computed_before), plan.num_seqs))
 
 
 def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> float:
     """Predicted duration of a pass that runs `new_tokens[i]` tokens on top of `computed_before[i]` each."""
-    new = np.ascontiguousarray(new_tokens, dtype=np.int64)
-    before = np.ascontiguousarray(computed_before, dtype=np.int64)
-    return float(core.pass_seconds(cost_vector(model, gpu), new, before, new.shape[0]))
+    return float(core.pass_seconds(cost_vector(model, gpu), _work(new_tokens, computed_before), len(new_tokens)))
 
 
 def pass_bytes_and_flops(model: ModelSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> tuple[float, float]:
     """What a pass moves and computes; the live calibration fits the GPU constants against these."""
-    new = np.ascontiguousarray(new_tokens, dtype=np.int64)
-    before = np.ascontiguousarray(computed_before, dtype=np.int64)
-    cost = np.zeros(core.NUM_COST_FIELDS, dtype=np.float64)
-    cost[core.C_WEIGHT_BYTES] = model.weight_bytes
-    cost[core.C_KV_BYTES] = model.kv_bytes_per_token
-    cost[core.C_PARAMS] = model.num_params
-    cost[core.C_ATTN] = model.attention_flops_per_pair
-    bytes_moved, flops = core.pass_work(cost, new, before, new.shape[0])
+    cost = cost_vector(model, GPUSpec("-", 0, 0, 0, 1, 1, 0))  # the work does not depend on the GPU
+    bytes_moved, flops = core.pass_work(cost, _work(new_tokens, computed_before), len(new_tokens))
     return float(bytes_moved), float(flops)
 
 

@@ -165,7 +165,7 @@ class Scheduler:
             self._passes = core.grow_rows(self._passes, 2 * p)
             self._seconds = core.grow_rows(self._seconds, 2 * p)
         o, c = self._out, self._counts
-        core.begin_pass(self.params, *self._tables, o, c, self._passes[p])
+        core.begin_pass(self.params, *self._tables, o, c, self._passes, p)
         n_sched, n_adm = c[core.N_SCHED], c[core.N_ADM]
         ids = o[core.OUT_REQ, :n_sched].copy()
         plan = StepPlan(
@@ -187,7 +187,7 @@ class Scheduler:
         if self._num_events + 5 * n > self._events.shape[0]:
             self._events = core.grow_rows(self._events, 2 * self._events.shape[0] + 5 * n)
         o, c, p = self._out, self._counts, plan.index
-        self._num_events = core.end_pass(self.params, *self._tables, o, c, self._passes[p], p, self._events,
+        self._num_events = core.end_pass(self.params, *self._tables, o, c, self._passes, p, self._events,
                                          self._num_events)
         self._seconds[p] = seconds
         self._pending = None

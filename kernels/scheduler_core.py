@@ -329,8 +329,8 @@ def complete_step(params, req, state, queues, blocks, out, counts):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _pass_row(params, req, state, out, counts, row):
-    """One row of the pass table, taken right after scheduling."""
+def _pass_row(params, req, state, out, counts, passes, p):
+    """Row p of the pass table, taken right after scheduling."""
     tokens = 0
     prefill = 0
     for k in range(counts[N_SCHED]):
@@ -341,24 +341,24 @@ def _pass_row(params, req, state, out, counts, row):
         if not (n == 1 and req[r, GENERATED] > 0 and out[OUT_BEFORE, k] == req[r, PROMPT] + req[r, GENERATED] - 1):
             prefill += n
     held = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]  # every handed-out block belongs to a running request
-    row[PASS_SEQS] = counts[N_SCHED]
-    row[PASS_TOKENS] = tokens
-    row[PASS_PREFILL] = prefill
-    row[PASS_BLOCKS] = held
-    row[PASS_PREEMPTED] = counts[N_PRE]
-    row[PASS_RUNNING] = state[RUN_LEN]
-    row[PASS_WAITING] = state[WAIT_LEN]
-    row[PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
+    passes[p, PASS_SEQS] = counts[N_SCHED]
+    passes[p, PASS_TOKENS] = tokens
+    passes[p, PASS_PREFILL] = prefill
+    passes[p, PASS_BLOCKS] = held
+    passes[p, PASS_PREEMPTED] = counts[N_PRE]
+    passes[p, PASS_RUNNING] = state[RUN_LEN]
+    passes[p, PASS_WAITING] = state[WAIT_LEN]
+    passes[p, PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
     # Held slots: what the allocator has handed out (blocks x block size), or what Orca has reserved.
-    row[PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
-    row[PASS_RESERVED] = state[RESERVED_TOKENS]
+    passes[p, PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
+    passes[p, PASS_RESERVED] = state[RESERVED_TOKENS]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def begin_pass(params, req, state, queues, blocks, out, counts, row):
-    """Schedule one pass and record its row (outputs are added by end_pass)."""
+def begin_pass(params, req, state, queues, blocks, out, counts, passes, p):
+    """Schedule pass p and record its row of `passes` (its outputs are added by end_pass)."""
     schedule_step(params, req, state, queues, blocks, out, counts)
-    _pass_row(params, req, state, out, counts, row)
+    _pass_row(params, req, state, out, counts, passes, p)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -372,14 +372,14 @@ def _emit(events, n_ev, p, out, which, count, kind):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def end_pass(params, req, state, queues, blocks, out, counts, row, p, events, n_ev):
+def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev):
     """Complete pass p, count its output tokens into its row and append its events; returns the event count.
 
     The one statement of the event order within a pass: preempt, admit/resume, caught up, first token,
     finish. `events` must have room for 5 x requests more rows.
     """
     complete_step(params, req, state, queues, blocks, out, counts)
-    row[PASS_OUTPUT] = counts[N_SAMPLED]
+    passes[p, PASS_OUTPUT] = counts[N_SAMPLED]
     n_ev = _emit(events, n_ev, p, out, OUT_PRE, counts[N_PRE], EV_PREEMPT)
     for k in range(counts[N_ADM]):
         events[n_ev, 0] = p
@@ -398,15 +398,15 @@ def roofline(overhead, bandwidth, flop_rate, bytes_moved, flops):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pass_work(cost, new_tokens, computed_before, n_sched):
-    """(bytes moved, FLOPs) of a pass: weights plus every context token's KV read; 2 x params per new
-    token plus attention's query-key pairs (token j of a chunk attends to computed_before + j keys)."""
+def pass_work(cost, out, n_sched):
+    """(bytes moved, FLOPs) of the pass in `out`: weights plus every context token's KV read; 2 x params
+    per new token plus attention's query-key pairs (token j of a chunk attends to computed_before + j keys)."""
     new = 0.0
     context = 0.0
     pairs = 0.0
     for k in range(n_sched):
-        n = float(new_tokens[k])
-        c = float(computed_before[k])
+        n = float(out[OUT_NEW, k])
+        c = float(out[OUT_BEFORE, k])
         new += n
         context += c + n
         pairs += n * c + n * (n + 1.0) * 0.5
@@ -415,11 +415,11 @@ def pass_work(cost, new_tokens, computed_before, n_sched):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pass_seconds(cost, new_tokens, computed_before, n_sched):
-    """Roofline time of one pass (0 for a pass that runs nothing)."""
+def pass_seconds(cost, out, n_sched):
+    """Roofline time of the pass in `out` (0 for a pass that runs nothing)."""
     if n_sched == 0:
         return 0.0
-    bytes_moved, flops = pass_work(cost, new_tokens, computed_before, n_sched)
+    bytes_moved, flops = pass_work(cost, out, n_sched)
     return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
 
 
@@ -451,9 +451,9 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
             seconds = grow_rows(seconds, 2 * p)
         if n_ev + 5 * n_req > events.shape[0]:
             events = grow_rows(events, 2 * events.shape[0] + 5 * n_req)
-        begin_pass(params, req, state, queues, blocks, out, counts, passes[p])
-        seconds[p] = pass_seconds(cost, out[OUT_NEW], out[OUT_BEFORE], counts[N_SCHED])
-        n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes[p], p, events, n_ev)
+        begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
+        seconds[p] = pass_seconds(cost, out, counts[N_SCHED])
+        n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
         p += 1
     return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks)
 
