@@ -52,6 +52,14 @@ class Event(IntEnum):
     FIRST_TOKEN = core.EV_FIRST_TOKEN
 
 
+def _pass_column(field: int, doc: str) -> property:
+    return property(lambda self: self.passes[:, field], doc=doc)
+
+
+def _request_column(field: int, doc: str) -> property:
+    return property(lambda self: self.requests[:, field], doc=doc)
+
+
 @dataclass
 class Trace:
     config: RunConfig
@@ -75,47 +83,16 @@ class Trace:
     def num_passes(self) -> int:
         return int(self.passes.shape[0])
 
-    @property
-    def n_seqs(self) -> np.ndarray:
-        """Sequences scheduled in each pass."""
-        return self.passes[:, core.PASS_SEQS]
-
-    @property
-    def n_tokens(self) -> np.ndarray:
-        """Tokens computed in each pass."""
-        return self.passes[:, core.PASS_TOKENS]
-
-    @property
-    def prefill_tokens(self) -> np.ndarray:
-        return self.passes[:, core.PASS_PREFILL]
-
-    @property
-    def kv_blocks(self) -> np.ndarray:
-        """KV blocks handed out after scheduling each pass."""
-        return self.passes[:, core.PASS_BLOCKS]
-
-    @property
-    def running(self) -> np.ndarray:
-        return self.passes[:, core.PASS_RUNNING]
-
-    @property
-    def waiting(self) -> np.ndarray:
-        return self.passes[:, core.PASS_WAITING]
-
-    @property
-    def live_tokens(self) -> np.ndarray:
-        """Computed tokens held by running requests: the part of the held cache that holds a token."""
-        return self.passes[:, core.PASS_LIVE_TOKENS]
-
-    @property
-    def held_slots(self) -> np.ndarray:
-        """Token slots handed out (blocks x block size), or reserved when reserving up front."""
-        return self.passes[:, core.PASS_HELD_SLOTS]
-
-    @property
-    def output_per_pass(self) -> np.ndarray:
-        """Output tokens sampled in each pass."""
-        return self.passes[:, core.PASS_OUTPUT]
+    n_seqs = _pass_column(core.PASS_SEQS, "sequences scheduled in each pass")
+    n_tokens = _pass_column(core.PASS_TOKENS, "tokens computed in each pass")
+    prefill_tokens = _pass_column(core.PASS_PREFILL, "of those, tokens that are not a decode")
+    kv_blocks = _pass_column(core.PASS_BLOCKS, "KV blocks handed out after scheduling the pass")
+    running = _pass_column(core.PASS_RUNNING, "running requests after scheduling the pass")
+    waiting = _pass_column(core.PASS_WAITING, "waiting requests after scheduling the pass")
+    live_tokens = _pass_column(core.PASS_LIVE_TOKENS, "computed tokens the running requests hold")
+    held_slots = _pass_column(core.PASS_HELD_SLOTS, "token slots handed out (blocks x block size) or reserved")
+    output_per_pass = _pass_column(core.PASS_OUTPUT, "output tokens sampled in each pass")
+    preempted_per_pass = _pass_column(core.PASS_PREEMPTED, "requests evicted in each pass")
 
     @property
     def kv_usage(self) -> np.ndarray:
@@ -124,10 +101,6 @@ class Trace:
         if self.config.allocation == "reserve":
             return self.passes[:, core.PASS_RESERVED] / (usable * self.config.block_size)
         return self.kv_blocks / usable
-
-    @property
-    def preempted_per_pass(self) -> np.ndarray:
-        return self.passes[:, core.PASS_PREEMPTED]
 
     def preempted_lists(self) -> list[list[int]]:
         """Per pass, the request ids evicted in that pass, in eviction order."""
@@ -140,22 +113,10 @@ class Trace:
         return self.events[self.events[:, 2] == kind]
 
     # -- per request ------------------------------------------------------------------------------
-    @property
-    def preemptions_per_request(self) -> np.ndarray:
-        return self.requests[:, core.PREEMPTS]
-
-    @property
-    def recomputed_per_request(self) -> np.ndarray:
-        """Tokens each request computed again after its preemptions."""
-        return self.requests[:, core.RECOMPUTED]
-
-    @property
-    def recomputed_prompt_per_request(self) -> np.ndarray:
-        return self.requests[:, core.RECOMPUTED_PROMPT]
-
-    @property
-    def generated_per_request(self) -> np.ndarray:
-        return self.requests[:, core.GENERATED]
+    preemptions_per_request = _request_column(core.PREEMPTS, "times each request was evicted")
+    recomputed_per_request = _request_column(core.RECOMPUTED, "tokens each request computed again")
+    recomputed_prompt_per_request = _request_column(core.RECOMPUTED_PROMPT, "of those, prompt tokens")
+    generated_per_request = _request_column(core.GENERATED, "output tokens each request produced")
 
     @property
     def finished_per_request(self) -> np.ndarray:
