@@ -82,8 +82,8 @@ def live_main(cfg: RunConfig, args: Any) -> int:
         summary = live_summary(trace)
         if getattr(args, "calibrate_out", None):
             summary.update(_calibrate(trace, args.calibrate_out))
-        if cfg.trace_out:
-            trace.write_schedule(cfg.trace_out)
+        if getattr(args, "trace_out", None):
+            trace.write_schedule(args.trace_out)
     except (LiveError, ConfigError, WorkloadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -103,7 +103,7 @@ def live_main(cfg: RunConfig, args: Any) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(f"error: live run failed: {type(exc).__name__}: {first}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False) or cfg.json:
+    if getattr(args, "json", False):
         print(json.dumps(summary, indent=2))
     else:
         print(_table(summary))
