@@ -75,7 +75,8 @@ class Tables(NamedTuple):
     blocks: np.ndarray
 
 
-def scheduler_params(cfg: RunConfig) -> np.ndarray:
+def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
+    """The core's settings vector; block_ids=False counts blocks without naming them (the fast path)."""
     params = np.zeros(core.NUM_PARAMS, dtype=np.int64)
     params[core.P_MAX_NUM_SEQS] = cfg.max_num_seqs
     params[core.P_TOKEN_BUDGET] = cfg.max_num_batched_tokens
@@ -84,6 +85,7 @@ def scheduler_params(cfg: RunConfig) -> np.ndarray:
     params[core.P_RESERVE] = cfg.allocation == "reserve"
     params[core.P_REQUEST_UNIT] = cfg.unit == "request"
     params[core.P_FULL_ISL] = bool(cfg.scheduler_reserve_full_isl)
+    params[core.P_BLOCK_IDS] = block_ids
     return params
 
 

@@ -2,7 +2,8 @@
 
 `serve(scheduler, executor)` runs every pass of a run: the roofline clock (`RooflineClock`) makes it a
 simulation, the live executor (engine.live) makes it a measured run on a GPU. `simulate(cfg)` is the same
-loop with the roofline clock, compiled whole inside the numba core for speed; a test proves the two equal.
+loop with the roofline clock, compiled whole inside the numba core for speed (and counting blocks without
+naming them, as nobody reads page tables there); tests/engine/test_one_loop.py proves the two equal.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def simulate(cfg: RunConfig) -> Trace:
     workload = cfg.build_workload()
     check_servable(cfg, workload)
     passes, seconds, events, tables = core.run_to_completion(
-        scheduler_params(cfg), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
+        scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
         workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES,
     )
     return trace_from_tables(cfg, workload, passes, seconds, events, tables)

@@ -25,8 +25,10 @@ WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 NUM_STATE_FIELDS = 13  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 
 # Settings vector `params`.
-P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL = range(7)
-NUM_PARAMS = 7
+# P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
+(P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL,
+ P_BLOCK_IDS) = range(8)
+NUM_PARAMS = 8
 
 # Per-request events (end_pass is the one place that says in which order a pass emits them).
 EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range(6)
@@ -104,7 +106,7 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
 def _take_blocks(params, req, state, blocks, r, count):
     """Hand `count` blocks from the head of the free queue to request r (the caller counts them)."""
     start = req[r, TABLE_START] + req[r, HELD]
-    for j in range(count):
+    for j in range(count if params[P_BLOCK_IDS] else 0):
         if state[NEXT_FRESH] <= params[P_USABLE_BLOCKS]:  # never-used ids come before any freed one
             blocks[start + j] = state[NEXT_FRESH]
             state[NEXT_FRESH] += 1
@@ -116,11 +118,11 @@ def _take_blocks(params, req, state, blocks, r, count):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _release_blocks(req, state, blocks, r):
+def _release_blocks(params, req, state, blocks, r):
     """Return every block of request r to the tail of the free queue, first block first."""
     held = req[r, HELD]
     start = req[r, TABLE_START]
-    for j in range(held):
+    for j in range(held if params[P_BLOCK_IDS] else 0):
         blocks[(state[RING_HEAD] + state[RING_LEN]) % state[RING_CAP]] = blocks[start + j]
         state[RING_LEN] += 1
     state[FREE_BLOCKS] += held
@@ -128,9 +130,9 @@ def _release_blocks(req, state, blocks, r):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _preempt(req, state, queues, blocks, victim):
+def _preempt(params, req, state, queues, blocks, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
-    _release_blocks(req, state, blocks, victim)
+    _release_blocks(params, req, state, blocks, victim)
     lost = req[victim, COMPUTED]
     state[LIVE_TOKENS] -= lost
     # Every computed token is thrown away and will be computed again on readmission.
@@ -177,7 +179,7 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
                 run_len -= 1
                 state[RUN_LEN] = run_len
                 victim = queues[RUN_Q, run_len]
-                _preempt(req, state, queues, blocks, victim)
+                _preempt(params, req, state, queues, blocks, victim)
                 out[OUT_PRE, n_pre] = victim
                 n_pre += 1
                 if victim == r:
@@ -307,7 +309,7 @@ def complete_step(params, req, state, queues, blocks, out, counts):
             if req[r, GENERATED] >= req[r, OUTPUT]:
                 req[r, STATUS] = FINISHED
                 state[LIVE_TOKENS] -= req[r, COMPUTED]
-                _release_blocks(req, state, blocks, r)
+                _release_blocks(params, req, state, blocks, r)
                 if params[P_RESERVE] == 1:
                     state[RESERVED_TOKENS] -= req[r, RESERVE]
                 out[OUT_FIN, n_fin] = r
