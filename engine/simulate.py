@@ -7,7 +7,7 @@ naming them, as nobody reads page tables there); tests/engine/test_one_loop.py p
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Protocol
 
 from engine.config import ConfigError, RunConfig, check_servable
 from engine.cost_model import cost_vector, plan_seconds
@@ -22,7 +22,7 @@ class Executor(Protocol):
         """Run the pass; return how long it took (on whatever clock this executor keeps)."""
 
     def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
-        """The scheduler has sampled, finished and freed after the pass."""
+        """The scheduler has sampled, finished and freed after the pass (raise here to stop the run)."""
 
 
 class RooflineClock:
@@ -38,17 +38,14 @@ class RooflineClock:
         pass
 
 
-def serve(scheduler: Scheduler, executor: Executor,
-          after_pass: Callable[[StepPlan, StepOutcome], None] | None = None) -> Scheduler:
-    """Run passes until every request has finished; `after_pass` may raise to stop the run."""
+def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
+    """Run passes until every request has finished: schedule, execute on the executor's clock, complete."""
     while not scheduler.finished:
         if scheduler.num_passes >= MAX_PASSES:
             raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
         plan = scheduler.schedule()
         outcome = scheduler.complete(plan, executor.execute(plan))
         executor.completed(plan, outcome)
-        if after_pass is not None:
-            after_pass(plan, outcome)
     return scheduler
 
 
