@@ -13,16 +13,17 @@ from engine.presets import GPUSpec, ModelSpec
 from kernels import scheduler_core as core
 
 
-def cost_vector(model: ModelSpec, gpu: GPUSpec) -> np.ndarray:
-    """The cost model's constants in the order the numba core reads them."""
+def cost_vector(model: ModelSpec, gpu: GPUSpec | None) -> np.ndarray:
+    """The cost model's constants in the order the numba core reads them (gpu=None: the work alone)."""
     cost = np.zeros(core.NUM_COST_FIELDS, dtype=np.float64)
-    cost[core.C_OVERHEAD] = gpu.pass_overhead_s
     cost[core.C_WEIGHT_BYTES] = model.weight_bytes
     cost[core.C_KV_BYTES] = model.kv_bytes_per_token
-    cost[core.C_BANDWIDTH] = gpu.effective_bandwidth
-    cost[core.C_FLOPS] = gpu.effective_flops
     cost[core.C_PARAMS] = model.num_params
     cost[core.C_ATTN] = model.attention_flops_per_pair
+    if gpu is not None:
+        cost[core.C_OVERHEAD] = gpu.pass_overhead_s
+        cost[core.C_BANDWIDTH] = gpu.effective_bandwidth
+        cost[core.C_FLOPS] = gpu.effective_flops
     return cost
 
 
@@ -45,8 +46,7 @@ def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, compute
 
 def pass_bytes_and_flops(model: ModelSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> tuple[float, float]:
     """What a pass moves and computes; the live calibration fits the GPU constants against these."""
-    cost = cost_vector(model, GPUSpec("-", 0, 0, 0, 1, 1, 0))  # the work does not depend on the GPU
-    bytes_moved, flops = core.pass_work(cost, _work(new_tokens, computed_before), len(new_tokens))
+    bytes_moved, flops = core.pass_work(cost_vector(model, None), _work(new_tokens, computed_before), len(new_tokens))
     return float(bytes_moved), float(flops)
 
 
