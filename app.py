@@ -1,5 +1,21 @@
 """`panel serve app.py`: the continuous-batching explorable (one page per browser tab)."""
+import panel as pn
+
+from explorable.guard import protect
+from explorable.health import page_built
 from explorable.layout import TITLE, build_app, configure
+from explorable.startup import first_page
 
 configure()
-build_app().servable(title=TITLE)
+doc = pn.state.curdoc
+protect(doc)  # from its first message on, this page's websocket may change its controls only, within a budget
+
+
+def build_page() -> pn.viewable.Viewable:
+    page = build_app()
+    protect(doc, page.state)  # the budget's "busy" notice goes to this page's state
+    return page
+
+
+first_page(build_page, TITLE).servable(title=TITLE)
+page_built(doc)  # /liveness?endpoint=/app checks that a page got this far

@@ -36,6 +36,9 @@ SCENARIOS = {
     "memory wall (512 slots, 2 GiB)": ({"pool_gib": 2.0, "max_num_seqs": 512}, 511),
     "static batching (64 slots, per request, reserve)": (
         {"max_num_seqs": 64, "unit": "request", "allocation": "reserve"}, 63),
+    # Issue 15's bandwidth example: a 1 GiB pool evicting requests dozens of times (6.2 MB per release once).
+    "thrashing (1 GiB, 64 slots, 32x spread, 1,024 tokens)": (
+        {"max_num_seqs": 64, "pool_gib": 1.0, "spread": 32.0, "max_num_batched_tokens": 1024}, 63),
 }
 
 
@@ -52,8 +55,8 @@ def main() -> None:
     pending = []
     Curves._schedule = lambda self, *_: pending.append(self._update)  # time the follow-up separately
 
-    print(f"{'scenario':<50} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
-    print(f"{'':<50} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")
+    print(f"{'scenario':<55} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
+    print(f"{'':<55} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")
     for name, (settings, top) in SCENARIOS.items():
         app = build_app(sync=False)
         doc = Document()
@@ -84,7 +87,7 @@ def main() -> None:
             curves.append(1e3 * (t2 - t1))
             patch_ms.append(1e3 * (t3 - t2))
             patch_kb.append(size / 1e3)
-        print(f"{name:<50} {statistics.median(response):8.1f} {pct(response, 95):8.1f} "
+        print(f"{name:<55} {statistics.median(response):8.1f} {pct(response, 95):8.1f} "
               f"{statistics.median(curves):8.1f} {pct(curves, 95):8.1f} "
               f"{statistics.median(patch_ms):7.1f} {pct(patch_ms, 95):7.1f} {statistics.median(patch_kb):9.1f}")
     print(f"\n{args.releases} releases per scenario; budget: response under 100 ms for the default scenario.")

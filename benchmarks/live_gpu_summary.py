@@ -102,5 +102,5 @@ def goals_line(stages: dict, held_out: list[str]) -> str:
               if (s := ((stages.get(n) or {}).get("result") or {}).get("out_of_sample")) and "gpu" in s]
     worst = max(errors) if errors else None
     return (f"goals: batch-1 decode >= 70% of copy bandwidth: {_f(b1, '.0f', 'not measured')}"
-            + ("%" if b1 is not None else "") + f"; held-out throughput within 10% after calibration: "
+            + ("%" if b1 is not None else "") + "; held-out throughput within 10% after calibration: "
             + (f"worst {worst:.1f}% over {len(errors)} run(s)" if worst is not None else "not measured"))

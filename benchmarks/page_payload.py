@@ -13,6 +13,7 @@ needs no server.
 
     python benchmarks/page_payload.py            # served + in-process
     python benchmarks/page_payload.py --no-serve # in-process only
+    python benchmarks/page_payload.py --query '?max_num_seqs=64&pool_gib=1&spread=32&max_num_batched_tokens=1024'
 """
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def in_process() -> dict:
     return {"bytes": len(text.encode()), "copies": json_copies(json.loads(text), css_text())}
 
 
-async def served(settle: float, timeout: float) -> dict:
+async def served(settle: float, timeout: float, query: str = "") -> dict:
     lt = _load_test()
     from websockets.asyncio.client import connect
 
@@ -88,7 +89,7 @@ async def served(settle: float, timeout: float) -> dict:
     server.start()
     try:
         t0 = time.perf_counter()
-        status, page = lt.http_get(f"{server.url}/app", timeout)
+        status, page = lt.http_get(f"{server.url}/app{query}", timeout)
         assert status == 200, status
         token = lt.TOKEN.search(page).group(1)
         frames: dict[str, list[bytes]] = {}
@@ -142,6 +143,7 @@ def main() -> None:
     ap.add_argument("--no-serve", action="store_true", help="only the in-process serialisation")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds to collect patches after document_ready")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--query", default="", help="the link's query, e.g. '?max_num_seqs=64&pool_gib=1'")
     args = ap.parse_args()
     css = css_text()
     print(f"assets/explorable.css: {len(css.encode()):,} bytes")
@@ -149,7 +151,9 @@ def main() -> None:
     print(f"in-process PULL-DOC-REPLY: {local['bytes']:>9,} bytes, {local['copies']} full copies of the CSS")
     if args.no_serve:
         return
-    r = asyncio.run(served(args.settle, args.timeout))
+    r = asyncio.run(served(args.settle, args.timeout, args.query))
+    if args.query:
+        print(f"page opened at /app{args.query}")
     total = r["html_bytes"] + r["pull_bytes"] + r["patch_bytes"]
     print(f"GET /app HTML:             {r['html_bytes']:>9,} bytes, {r['html_copies']} full copies")
     print(f"PULL-DOC-REPLY:            {r['pull_bytes']:>9,} bytes, {r['pull_copies']} full copies")

@@ -1,17 +1,20 @@
 """`python -m engine run | sweep | live`: the figures a course author quotes, from the command line.
 
-Every `run` flag is a RunConfig field (declared in engine/settings.py) plus --trace-out and --json. Bad input prints one line on
-stderr and exits 2; nothing here prints a traceback for a user's mistake.
+Every `run` flag is a RunConfig field (declared once, in engine/settings.py) plus the output options. Bad input prints one line on
+stderr and exits 2; nothing here prints a traceback for a user's mistake. Output paths are checked before
+any work, and output files are written whole or not at all (engine/outputs.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
-from engine.config import ConfigError, RunConfig
+from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.logs import periodic_log_line, startup_log_line
+from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
 from engine.workload import WorkloadError
@@ -23,12 +26,20 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {message}"[:500], file=sys.stderr)
         raise SystemExit(2)
 
 
-def _add_run_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per RunConfig field, from its declaration in engine/settings.py, plus the output options."""
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag's help ends with its default (a help text that already says "(default: ...)" keeps its words)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        return text if "(default:" in text else super()._get_help_string(action)
+
+
+def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
+    """One flag per RunConfig field, from its declaration in engine/settings.py, then the output options."""
     for s in SETTINGS.values():
         default = getattr(_DEFAULTS, s.name)
         if s.kind is bool:
@@ -36,9 +47,10 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         elif s.kind is str and s.choices and not callable(s.choices):
             p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
         else:
-            extra = f" One of: {', '.join(map(str, s.allowed()))}." if s.choices else ""
-            p.add_argument(s.flag, type=None if s.kind is str else s.kind, default=default, help=s.help + extra)
-    p.add_argument("--trace-out", default=None, help="write the per-pass schedule as JSON")
+            listed = f" (one of: {', '.join(map(str, s.allowed()))})" if callable(s.choices) else ""
+            p.add_argument(s.flag, type=None if s.kind is str else s.kind, default=default, help=s.help + listed)
+    if trace_out:
+        p.add_argument("--trace-out", default=None, help="write the per-pass schedule as JSON to this file (default: none written)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -68,7 +80,10 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    check_output_path(args.trace_out, "--trace-out")
     trace = simulate(cfg)
+    if warning := pool_beyond_gpu(cfg):  # only for a run that happens: bad input gets its one error line
+        print(f"warning: {warning}", file=sys.stderr)
     summary = trace.summary()
     if args.trace_out:
         try:
@@ -101,6 +116,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for text in texts:
         cfg = config_from_args(args, **{name: SETTINGS[name].parse(text)})
         rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
+        if warning := pool_beyond_gpu(cfg):
+            print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -127,32 +144,48 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_live(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    # Everything that can be refused is refused before a model is built or a pass is run.
+    check_output_path(args.trace_out, "--trace-out")
+    check_output_path(args.calibrate_out, "--calibrate-out")
     try:
         from engine.live.cli import live_main
+        from engine.live.errors import LiveError
+        from engine.live.weights import read_spec, weights_dir_from_env
     except ImportError as exc:  # torch (the `live` extra) missing, or the live package broken
         print(f"live: live GPU mode is unavailable ({exc}); install the extra: pip install -e '.[live]'",
               file=sys.stderr)
         return 2
+    weights_dir = weights_dir_from_env()
+    if weights_dir:
+        try:
+            read_spec(weights_dir)  # engine/live/weights.py validates the checkpoint's config.json
+        except LiveError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return live_main(cfg, args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0], formatter_class=_Help)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="simulate one configuration and print its summary")
+    run = sub.add_parser("run", help="simulate one configuration and print its summary", formatter_class=_Help)
     _add_run_flags(run)
     run.set_defaults(func=_cmd_run)
-    sweep = sub.add_parser("sweep", help="simulate one setting at several values and print a table")
-    _add_run_flags(sweep)
+    # A sweep is many runs: it has no single schedule to write, so it takes no --trace-out (argparse refuses it).
+    sweep = sub.add_parser("sweep", help="simulate one setting at several values and print a table",
+                           formatter_class=_Help)
+    _add_run_flags(sweep, trace_out=False)
     sweep.add_argument("--param", required=True, help="RunConfig field to vary, e.g. max_num_seqs or pool-gib")
-    sweep.add_argument("--values", required=True, help="comma-separated values")
+    sweep.add_argument("--values", required=True, help="comma-separated values, at most 64")
     sweep.set_defaults(func=_cmd_sweep)
-    live = sub.add_parser("live", help="run the same scheduler on a real torch model (GPU)")
+    live = sub.add_parser("live", help="run the same scheduler on a real torch model (GPU)", formatter_class=_Help)
     _add_run_flags(live)
     live.add_argument("--model-preset", default=None, help="torch model shapes (default: --model)")
-    live.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    live.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default=None)
-    live.add_argument("--calibrate-out", default=None, help="fit the cost model to the measured passes; save JSON")
+    live.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where the forward passes run")
+    live.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default=None,
+                      help="weights and activations (default: bf16 on CUDA, fp32 on CPU)")
+    live.add_argument("--calibrate-out", default=None,
+                      help="fit the cost model to the measured passes; save it as JSON to this file")
     live.set_defaults(func=_cmd_live)
     return parser
 
@@ -160,10 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a reader that went away (`| head`) is handled below
+        return rc
     except (ConfigError, WorkloadError, SimulationError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}"[:500], file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader closed the pipe (`python -m engine run | head`): stop quietly, as `cat` would. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

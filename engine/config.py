@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec
+from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
 from engine.workload import Workload, generate_workload, load_workload
 from kernels.scheduler_core import cdiv
@@ -147,3 +147,19 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
             f"the KV cache pool ({cfg.usable_blocks:,} usable blocks of {bs} tokens) is too small to {what} "
             f"({need_blocks:,} blocks); {fix}"
         )
+
+
+def pool_beyond_gpu(cfg: RunConfig) -> str | None:
+    """One line saying the pool cannot fit beside the weights on the chosen GPU, or None when it can.
+
+    Not an error: the course's sweeps go past what a real GPU holds to show where throughput stops growing.
+    """
+    pool = cfg.num_gpu_blocks * cfg.block_size * cfg.model_spec.kv_bytes_per_token / GIB
+    largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
+    if round(pool, 1) <= round(largest, 1):  # the largest is an estimate: within its shown precision it fits
+        return None
+    return (
+        f"a {pool:,.1f} GiB KV cache pool does not fit beside {cfg.model}'s {cfg.model_spec.weight_bytes / GIB:.1f} GiB "
+        f"of weights on an {cfg.gpu} ({cfg.gpu_spec.memory_gib:g} GiB): vLLM would get at most about {largest:.1f} GiB "
+        "there; simulated anyway"
+    )

@@ -55,12 +55,41 @@ def serve_command(cfg: RunConfig) -> str:
     return "$ " + " ".join(parts)
 
 
-def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S) -> dict:
-    """The figures of the stats line logged at time `at_s`, over the window (at_s - interval_s, at_s]."""
+def serve_command_notes(cfg: RunConfig) -> list[str]:
+    """One `# --flag: why` comment for each flag `serve_command` writes, in the same order."""
+    notes = [
+        f"# --max-num-seqs {cfg.max_num_seqs}: the cap on running sequences; it only stops admission",
+        f"# --max-num-batched-tokens {cfg.max_num_batched_tokens}: the token budget of one pass, prefill chunks "
+        "and decode tokens together",
+    ]
+    if cfg.served_max_model_len != cfg.model_spec.max_model_len:
+        if cfg.max_model_len is None:
+            notes.append(
+                f"# --max-model-len {cfg.served_max_model_len}: this pool cannot hold one request of the model's "
+                f"full {cfg.model_spec.max_model_len:,}-token context, so vLLM would refuse to start and advise "
+                "this length instead; we serve with it (every request here is far shorter)")
+        else:
+            notes.append(f"# --max-model-len {cfg.served_max_model_len}: the longest request (prompt + output) "
+                         "the server accepts")
+    if cfg.num_gpu_blocks_override is not None:
+        notes.append(f"# --num-gpu-blocks-override {cfg.num_gpu_blocks_override}: the pool given as that many "
+                     f"{cfg.block_size}-token blocks (block 0 included) instead of sized from GPU memory")
+    if cfg.block_size != 16:
+        notes.append(f"# --block-size {cfg.block_size}: tokens per KV cache block (vLLM's default is 16)")
+    return notes
+
+
+def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S,
+                   since_s: float | None = None) -> dict:
+    """The figures of the stats line logged at time `at_s`, over the window (since_s, at_s].
+
+    vLLM's logger reports what happened since its previous line, so `since_s` is that line's time; unset, it
+    is `at_s - interval_s`. Consecutive windows then never overlap and their preemptions add up to the run's.
+    """
     if trace.num_passes == 0:
         return {"prompt_tok_s": 0.0, "gen_tok_s": 0.0, "running": 0, "waiting": 0, "preemptions": 0, "kv_usage": 0.0}
     at_s = float(min(max(at_s, 0.0), trace.makespan_s))
-    lo = max(at_s - interval_s, 0.0)
+    lo = max(at_s - interval_s if since_s is None else float(since_s), 0.0)
     elapsed = at_s - lo
     in_window = (trace.pass_end > lo) & (trace.pass_end <= at_s)
     # Like vLLM v0.33: a prompt counts once, at its first token; re-prefills after preemption do not.
@@ -79,9 +108,27 @@ def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTE
     }
 
 
-def periodic_log_line(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S) -> str:
+def log_times(makespan_s: float, interval_s: float = LOG_STATS_INTERVAL_S) -> list[float]:
+    """When the stats line is printed during a run: every interval, and once at the end for the partial last one."""
+    times = np.arange(interval_s, makespan_s, interval_s).tolist()
+    if not times or times[-1] < makespan_s:
+        times.append(float(makespan_s))
+    return times
+
+
+def periodic_log(trace: Trace, interval_s: float = LOG_STATS_INTERVAL_S) -> list[tuple[float, str]]:
+    """Every stats line of the run as (time, line), each over the time since the line before it."""
+    lines, since = [], 0.0
+    for at in log_times(trace.makespan_s, interval_s):
+        lines.append((at, periodic_log_line(trace, at, interval_s, since_s=since)))
+        since = at
+    return lines
+
+
+def periodic_log_line(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S,
+                      since_s: float | None = None) -> str:
     """The `Engine 000: Avg prompt throughput ... GPU KV cache usage` line vLLM logs at `at_s`."""
-    s = periodic_stats(trace, at_s, interval_s)
+    s = periodic_stats(trace, at_s, interval_s, since_s)
     parts = [
         f"Avg prompt throughput: {s['prompt_tok_s']:.1f} tokens/s",
         f"Avg generation throughput: {s['gen_tok_s']:.1f} tokens/s",

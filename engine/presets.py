@@ -163,6 +163,19 @@ def gpu_preset_for_device(device_name: str) -> GPUSpec | None:
 DEFAULT_MODEL = "Qwen3-8B"
 DEFAULT_GPU = "H100 SXM"
 
+# How vLLM sizes its KV cache (vllm/v1/worker/gpu_worker.py, determine_available_memory): it may use
+# gpu_memory_utilization x the GPU's memory (0.9, v0.11's default; v0.33 uses 0.92), minus the weights, minus
+# what its start-up profile measures besides them. That last part is our assumption: 3 GiB for an 8B model at
+# 8,192 batched tokens (activation peak, sampler, non-torch allocations and CUDA graphs), which leaves the ~54 GiB
+# of KV cache vLLM is commonly reported to get for an 8B model on an 80 GB H100.
+GPU_MEMORY_UTILIZATION = 0.9
+PROFILED_NON_WEIGHT_GIB = 3.0
+
+
+def largest_vllm_pool_gib(model: ModelSpec, gpu: GPUSpec) -> float:
+    """The largest KV cache pool vLLM would give itself for `model` on `gpu` by default (0 if nothing is left)."""
+    return max(gpu.memory_gib * GPU_MEMORY_UTILIZATION - model.weight_bytes / 2**30 - PROFILED_NON_WEIGHT_GIB, 0.0)
+
 
 def register_gpu(spec: GPUSpec) -> None:
     """Add a GPU preset at run time (a live calibration does this)."""

@@ -36,8 +36,9 @@ def parse_bool(text: str) -> bool:
 class Setting:
     name: str
     kind: type  # int, float, str or bool
-    label: str
-    help: str
+    label: str  # the explorable's control label
+    help: str  # the CLI flag's help
+    doc: str = ""  # the explorable's explanation of the control, where it has one
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False  # lo itself is not allowed
@@ -94,35 +95,51 @@ class Setting:
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
-    Setting("max_num_seqs", int, "--max-num-seqs", "vLLM's cap on running sequences. It only stops admission; "
-            "nothing tries to reach it.", 1, 4096, ui=(1, 1024, 1)),
-    Setting("pool_gib", float, "KV cache pool (GiB)", "GPU memory left for the KV cache after the weights. 16 GiB "
-            "holds 116,496 tokens of Qwen3-8B.", 0.0, 1024.0, lo_open=True, ui=(1.0, 80.0, 0.5)),
-    Setting("allocation", str, "KV cache allocation", "On demand: blocks as tokens arrive, evict when out (vLLM). "
-            "Reserve: prompt + declared max_tokens at admission, never evict (Orca).",
-            choices=ALLOCATIONS, choice_labels=("on demand", "reserve up front")),
-    Setting("declared_multiple", float, "declared max_tokens (x real output)", "What clients ask for, as a multiple "
-            "of what they really generate. Read only when reserving.", 1.0, 64.0, ui=(1.0, 8.0, 0.5)),
-    Setting("unit", str, "scheduling unit", "Every pass: refill a slot the moment it frees (continuous batching). "
-            "Every request: run a batch until its last member finishes (static batching).",
+    Setting("max_num_seqs", int, "--max-num-seqs",
+            "vLLM --max-num-seqs: the most sequences running at once (admission cap)",
+            "vLLM's cap on running sequences. It only stops admission; nothing tries to reach it.",
+            1, 4096, ui=(1, 1024, None)),
+    Setting("pool_gib", float, "KV cache pool (GiB)", "KV cache pool in GiB",
+            "GPU memory left for the KV cache after the weights. 16 GiB holds 116,496 tokens of Qwen3-8B.",
+            0.0, 1024.0, lo_open=True, ui=(1.0, 80.0, 0.5)),
+    Setting("allocation", str, "KV cache allocation",
+            "on-demand (vLLM: blocks as tokens arrive, may preempt) or reserve (Orca: prompt + declared max_tokens "
+            "at admission, never preempts)",
+            "On demand: blocks as tokens arrive, evict when out (vLLM; TensorRT-LLM's MAX_UTILIZATION). Reserve: "
+            "prompt + declared max_tokens at admission, never evict (Orca; TensorRT-LLM's default, "
+            "GUARANTEED_NO_EVICT).", choices=ALLOCATIONS, choice_labels=("on demand", "reserve up front")),
+    Setting("declared_multiple", float, "declared max_tokens (x real output)",
+            "declared max_tokens = K x real output length (read only with --allocation reserve)",
+            "What clients ask for, as a multiple of what they really generate. Read only when reserving.",
+            1.0, 64.0, ui=(1.0, 8.0, 0.5)),
+    Setting("unit", str, "scheduling unit", "scheduling unit: per pass (continuous) or per request (static batching)",
+            "Every pass: refill a slot the moment it frees (continuous batching). Every request: run a batch until "
+            "its last member finishes (static batching; TensorRT-LLM's legacy STATIC_BATCH).",
             choices=UNITS, choice_labels=("per pass", "per request")),
-    Setting("spread", float, "output-length spread (longest / shortest)", "1x: every request generates 256 "
-            "tokens. 16x: from about 50 to about 780. Total output is fixed.", 1.0, 64.0, ui=(1.0, 32.0, 0.5)),
-    Setting("max_num_batched_tokens", int, "--max-num-batched-tokens", "Token budget of one pass (chunked "
-            "prefill). Must be at least --max-num-seqs.", 1, 1 << 20, ui=(1024, 65536, 256)),
-    Setting("block_size", int, "--block-size", "Tokens per KV cache block.", choices=BLOCK_SIZES),
-    Setting("requests", int, "requests", "Requests in the generated workload, all queued at t = 0.",
-            1, MAX_WORKLOAD_REQUESTS),
-    Setting("seed", int, "seed", "Which draw of the generated workload.", 0, 2**32 - 1),
-    Setting("model", str, "model", "The model whose shapes price the run.", choices=lambda: tuple(MODELS),
-            ui=tuple(m for m in MODELS if m != "tiny")),
-    Setting("gpu", str, "GPU", "The GPU whose constants price the run.", choices=lambda: tuple(GPUS)),
-    Setting("num_gpu_blocks_override", int, "--num-gpu-blocks-override", "Total KV blocks incl. the null block "
-            "(vLLM's meaning); overrides the pool size.", 2, 1 << 26, optional=True),
-    Setting("max_model_len", int, "--max-model-len", "Longest request the server accepts (default: the model's "
-            "context length).", 2, 1 << 24, optional=True),
+    Setting("spread", float, "output-length spread (longest / shortest)",
+            "output-length max/min ratio, total held constant",
+            "1x: every request generates 256 tokens. 16x: from about 50 to about 780. Total output is fixed.",
+            1.0, 64.0, ui=(1.0, 32.0, 0.5)),
+    Setting("max_num_batched_tokens", int, "--max-num-batched-tokens",
+            "vLLM --max-num-batched-tokens: token budget of one pass (chunked prefill)",
+            "Token budget of one pass (chunked prefill). Must be at least --max-num-seqs.",
+            1, 1 << 20, ui=(1024, 65536, 256)),
+    Setting("block_size", int, "--block-size", "tokens per KV cache block (vLLM --block-size)", choices=BLOCK_SIZES),
+    Setting("requests", int, "requests",
+            "requests in the generated workload, all queued at 0 s (ignored with --workload)",
+            lo=1, hi=MAX_WORKLOAD_REQUESTS),
+    Setting("seed", int, "seed", "seed of the generated workload's order (same seed, same bits)", lo=0, hi=2**32 - 1),
+    Setting("model", str, "model", "the model whose shapes price the run", choices=lambda: tuple(MODELS),
+            ui=tuple(m for m in MODELS if m != "tiny")),  # tiny exists for CPU tests, not for readers
+    Setting("gpu", str, "GPU", "the GPU whose constants price the run", choices=lambda: tuple(GPUS)),
+    Setting("num_gpu_blocks_override", int, "--num-gpu-blocks-override",
+            "total KV blocks incl. the null block (vLLM's meaning); overrides --pool-gib", lo=2, hi=1 << 26,
+            optional=True),
+    Setting("max_model_len", int, "--max-model-len", "vLLM --max-model-len: longest prompt + output one request may "
+            "have (default: the model's own limit)", lo=2, hi=1 << 24, optional=True),
     Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
+            "v0.33's admission gate: the whole prompt must fit in free blocks",
             "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
-    Setting("workload", str, "workload file", "CSV (prompt_len,output_len) or JSON workload file.", optional=True),
+    Setting("workload", str, "workload file", "CSV (header prompt_len,output_len) or JSON workload file, at most "
+            "1 MiB and 4096 requests (default: generated from --requests, --spread, --seed)", optional=True),
 )}
-

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.config import RunConfig
+from engine.outputs import write_text_atomic
 from engine.workload import Workload
 from kernels import scheduler_core as core
 
@@ -172,5 +173,4 @@ class Trace:
         }
 
     def write_schedule(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.schedule_json(), fh)
+        write_text_atomic(path, json.dumps(self.schedule_json()))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +25,11 @@ PROMPT_CV = 0.3  # "a mild spread around the mean": normal with a 0.3 coefficien
 
 MAX_WORKLOAD_REQUESTS = 4096  # bound on the work one run may ask for (files included)
 MAX_REQUEST_TOKENS = 1_000_000
+# A file of MAX_WORKLOAD_REQUESTS rows of two 7-digit numbers is ~66 kB; 1 MiB leaves room for spacing and
+# comments-free JSON, and bounds what a mistaken path (a log, a dataset) costs to refuse.
+MAX_WORKLOAD_BYTES = 1 << 20
+MAX_JSON_DEPTH = 16  # the format's depth is 2 ({"prompt_len": [...]}): anything deeper is not a workload
+MAX_NUMBER_DIGITS = 20  # int() of a 5,000-digit JSON number would raise or take long; tokens fit in 7
 
 
 class WorkloadError(ValueError):
@@ -113,52 +120,121 @@ def _validate_lengths(prompt: list, output: list, source: str) -> Workload:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
                 isinstance(v, float) and v.is_integer()
             ):
-                raise WorkloadError(f"{source}: {name}[{i}] = {v!r} is not an integer")
+                raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
             if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
                 raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
     return Workload(np.array([int(v) for v in prompt]), np.array([int(v) for v in output]))
 
 
+def _short(value: object, limit: int = 40) -> str:
+    """A value as it may appear in an error line: never the whole of a huge input."""
+    text = value if isinstance(value, str) else type(value).__name__ if isinstance(value, (list, dict)) else repr(value)
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def _json_number(text: str) -> int | float:
+    if len(text.lstrip("-").split(".")[0].split("e")[0].split("E")[0]) > MAX_NUMBER_DIGITS:
+        raise WorkloadError(f"a number has more than {MAX_NUMBER_DIGITS} digits")
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def _json_depth(text: str) -> int:
+    """Deepest nesting of [ and { (brackets inside strings count too: a workload has none)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _bad_constant(name: str):
+    raise WorkloadError(f"{name} is not a token count")
+
+
 def parse_workload(text: str, source: str = "workload") -> Workload:
     """Parse a CSV with header `prompt_len,output_len` or a JSON object {"prompt_len": [...], "output_len": [...]}."""
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
     stripped = text.lstrip()
     if stripped.startswith("{"):
+        if _json_depth(stripped) > MAX_JSON_DEPTH:
+            raise WorkloadError(f"{source}: JSON nested deeper than {MAX_JSON_DEPTH} levels; a workload is an "
+                                'object of two lists, {"prompt_len": [...], "output_len": [...]}')
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, parse_int=_json_number, parse_float=_json_number, parse_constant=_bad_constant)
         except json.JSONDecodeError as exc:
             raise WorkloadError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except WorkloadError as exc:
+            raise WorkloadError(f"{source}: {exc}") from None
         if not isinstance(obj, dict) or "prompt_len" not in obj or "output_len" not in obj:
             raise WorkloadError(f'{source}: expected a JSON object with "prompt_len" and "output_len" lists')
         prompt, output = obj["prompt_len"], obj["output_len"]
         if not isinstance(prompt, list) or not isinstance(output, list):
             raise WorkloadError(f'{source}: "prompt_len" and "output_len" must be lists of integers')
         return _validate_lengths(prompt, output, source)
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [r for r in rows if any(cell.strip() for cell in r)]
-    if not rows:
-        raise WorkloadError(f"{source}: empty file")
-    header = [c.strip() for c in rows[0]]
-    if header != ["prompt_len", "output_len"]:
-        raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len', got {','.join(header)!r}")
+    try:
+        return _parse_csv(text, source)
+    except csv.Error as exc:  # a NUL byte, a field past csv's size limit
+        raise WorkloadError(f"{source}: not a readable CSV ({str(exc)[:60]})") from None
+
+
+def _parse_csv(text: str, source: str) -> Workload:
+    header: list[str] | None = None
     prompt, output = [], []
-    for line_no, row in enumerate(rows[1:], start=2):
+    for line_no, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not any(cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = [c.strip() for c in row]
+            if header != ["prompt_len", "output_len"]:
+                raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len', "
+                                    f"got {_short(','.join(header))}")
+            continue
+        if len(prompt) >= MAX_WORKLOAD_REQUESTS:  # checked while reading: never builds a huge list
+            raise WorkloadError(f"{source}: more than {MAX_WORKLOAD_REQUESTS} requests; "
+                                f"at most {MAX_WORKLOAD_REQUESTS} are allowed")
         if len(row) != 2:
             raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected 2")
-        try:
-            prompt.append(int(row[0].strip()))
-            output.append(int(row[1].strip()))
-        except ValueError:
-            raise WorkloadError(f"{source}: line {line_no} is not two integers: {','.join(row)!r}") from None
+        cells = [c.strip() for c in row]
+        if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in cells):
+            raise WorkloadError(f"{source}: line {line_no} is not two integers: {_short(','.join(row))}")
+        prompt.append(int(cells[0]))
+        output.append(int(cells[1]))
+    if header is None:
+        raise WorkloadError(f"{source}: empty file")
     return _validate_lengths(prompt, output, source)
 
 
 def load_workload(path: str | Path) -> Workload:
-    """Read a workload file (CSV or JSON, by content)."""
+    """Read a workload file (CSV or JSON, by content): a regular file of at most MAX_WORKLOAD_BYTES.
+
+    Devices (/dev/zero), pipes and FIFOs are refused before they are opened for reading (a FIFO would
+    block, a device never ends); the size is checked again while reading, in case the file grows.
+    """
     p = Path(path)
+    name = _short(str(p), 80)
     try:
-        text = p.read_text()
+        info = os.stat(p)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkloadError(f"workload: {name} is not a regular file")
+        if info.st_size > MAX_WORKLOAD_BYTES:
+            raise WorkloadError(f"workload: {name} is larger than {MAX_WORKLOAD_BYTES / 2**20:g} MiB, the limit")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the stat above
+                raise WorkloadError(f"workload: {name} is not a regular file")
+            data = fh.read(MAX_WORKLOAD_BYTES + 1)
     except OSError as exc:
-        raise WorkloadError(f"workload: cannot read {str(p)!r} ({exc.strerror})") from None
+        raise WorkloadError(f"workload: cannot read {name} ({exc.strerror})") from None
+    if len(data) > MAX_WORKLOAD_BYTES:
+        raise WorkloadError(f"workload: {name} is larger than {MAX_WORKLOAD_BYTES / 2**20:g} MiB, the limit")
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise WorkloadError(f"workload: {str(p)!r} is not a text file") from None
-    return parse_workload(text, source=str(p))
+        raise WorkloadError(f"workload: {name} is not a UTF-8 text file") from None
+    return parse_workload(text, source=str(p)[:80])

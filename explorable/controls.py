@@ -5,16 +5,19 @@ Sliders feed the state only on release (`throttled=True`), so a drag costs one r
 """
 from __future__ import annotations
 
+import html
+
 import panel as pn
 import param
 
-from explorable.assets import stylesheet
-from explorable.state import ExplorableState
+from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet
+from explorable.state import PRODUCTION_NAMES, ExplorableState
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
 SEQ_STOPS = (1, 8, 32, 64, 128, 256, 512)
 POOL_STOPS = (2, 8, 16, 32, 64)
 SPREAD_STOPS = (1, 4, 16, 32)
+DECLARED_STOPS = (1.0, 2.0, 4.0, 8.0)
 
 
 def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
@@ -27,8 +30,7 @@ def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
 
     def highlight(*_):
         for b, v in zip(buttons, values):
-            b.variant = "solid" if getattr(state, name) == v else "outline"
-            b.color = "primary" if getattr(state, name) == v else "default"
+            mark_current(b, getattr(state, name) == v)
 
     state.param.watch(highlight, name)
     highlight()
@@ -75,17 +77,26 @@ class Controls(pn.viewable.Viewer):
         self.declared_note = _note("")
         s.param.watch(self._declared_note, "allocation")
         self._declared_note()
+        # Said, not refused: the course's pool sweep itself goes past what fits beside the weights on a GPU.
+        self.pool_warning = _note("", classes=("control-note", "pool-warning"))
+        s.param.watch(self._pool_warning, "pool_warning")
+        self._pool_warning()
 
     def _declared_note(self, *_):
         if self.state.allocation == "reserve":
             text = "Read at admission: each request reserves its prompt plus this many times its real output."
-            classes = ["control-note"]
+            inactive = False
         else:
             text = "Only read when reserving up front. On demand, the scheduler never looks at max_tokens."
-            classes = ["control-note", "inactive"]
+            inactive = True
         self.declared_note.object = f"<div>{text}</div>"
-        self.declared_note.css_classes = classes
-        self.declared_multiple.css_classes = ["ctl-declared_multiple"] + (["inactive"] if "inactive" in classes else [])
+        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.mark_current).
+        self.declared_note.styles = dict(INACTIVE_STYLES) if inactive else {}
+        self.declared_multiple.styles = dict(INACTIVE_STYLES) if inactive else {}
+
+    def _pool_warning(self, *_):
+        self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"
+        self.pool_warning.visible = bool(self.state.pool_warning)
 
     def __panel__(self):
         s = self.state
@@ -102,12 +113,14 @@ class Controls(pn.viewable.Viewer):
             self.max_num_seqs, _stops(s, "max_num_seqs", SEQ_STOPS, "{}"),
             _note("Stops admission at this many running sequences. Nothing tries to fill it."),
             self.unit,
-            _note("Per pass is continuous batching (vLLM, Orca); per request is static batching."),
+            _note("Per pass is continuous batching (vLLM; TensorRT-LLM's in-flight batching); per request is "
+                  f"static batching ({PRODUCTION_NAMES['request']})."),
             heading("KV cache"),
-            self.pool_gib, _stops(s, "pool_gib", POOL_STOPS, "{} GiB"),
+            self.pool_gib, _stops(s, "pool_gib", POOL_STOPS, "{} GiB"), self.pool_warning,
             self.allocation,
-            _note("On demand is vLLM's paged allocator (it may evict); reserving up front is Orca's (it never does)."),
-            self.declared_multiple, self.declared_note,
+            _note(f"On demand may evict ({PRODUCTION_NAMES['on-demand']}). Reserving up front never does (Orca; "
+                  f"{PRODUCTION_NAMES['reserve']})."),
+            self.declared_multiple, _stops(s, "declared_multiple", DECLARED_STOPS, "{:g}x"), self.declared_note,
             heading("Workload"),
             self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
             _note("256 requests, all queued at 0 s; total output stays 65,536 tokens at every spread."),

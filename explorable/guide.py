@@ -4,13 +4,14 @@ has wandered); the step whose settings match the page is highlighted.
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 import panel as pn
 import param
 
-from explorable.assets import stylesheet
-from explorable.state import ExplorableState
+from explorable.assets import mark_current, stylesheet
+from explorable.state import CONTROLS, ExplorableState
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,9 @@ STEPS = (
     ),
     Step(
         "Static batching",
-        "Keep 64 slots but make the request the unit: a batch is formed, runs until its longest member is done, "
-        "then the next one forms. The grey stretches are requests queued behind slots that finished long ago "
-        "and sit idle.",
+        "Keep 64 slots but make the request the unit, and reserve each request's cache up front as static servers "
+        "did: a batch is formed, runs until its longest member is done, then the next one forms. The grey "
+        "stretches are requests queued behind slots that finished long ago and sit idle.",
         {"max_num_seqs": 64, "unit": "request", "allocation": "reserve"},
     ),
     Step(
@@ -55,8 +56,9 @@ STEPS = (
     ),
     Step(
         "Uniform outputs",
-        "Every request now generates 256 tokens. Flip the scheduling unit between request and pass: when everyone "
-        "finishes together there is hardly an idle slot to refill, and the famous speed-up all but disappears.",
+        "Every request now generates 256 tokens, in static batches of 64. Flip the scheduling unit between request "
+        "and pass: when everyone finishes together there is hardly an idle slot to refill, and the famous "
+        "speed-up all but disappears.",
         {"spread": 1.0, "max_num_seqs": 64, "unit": "request"},
     ),
     Step(
@@ -72,6 +74,21 @@ STEPS = (
 def step_settings(state: ExplorableState, index: int) -> dict:
     """Every control's value for step `index`: the defaults plus the step's changes."""
     return {**state.defaults(), **STEPS[index].settings}
+
+
+def settings_sentence(state: ExplorableState, index: int) -> str:
+    """Every control step `index` changes from the starting point, by its sidebar label and value."""
+    changes = STEPS[index].settings
+    if not changes:
+        return "This step sets every control to its starting point."
+    named = []
+    for name in CONTROLS:  # sidebar order
+        if name in changes:
+            p = state.param[name]
+            shown = {v: k for k, v in (getattr(p, "names", None) or {}).items()}.get(changes[name], changes[name])
+            shown = f"{shown:g}" if isinstance(shown, float) else str(shown)
+            named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
+    return "This step sets " + "; ".join(named) + "; everything else to its starting point."
 
 
 def matching_step(state: ExplorableState) -> int | None:
@@ -103,15 +120,20 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
         self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(STEPS) - 1)))
-        self.text = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(0, 8))
+        self.text = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 8),
+                                 styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state)
         self.chosen = match if match is not None else 0
+        # Whether the controls have shown a step since the page opened: only then can the reader have moved
+        # away from one. A link to a state that is no step opens without the "moved" hint.
+        self.followed = match is not None
         self.state.param.watch(self._refresh, ["trace", "run_error"])
         self.param.watch(self._refresh, "chosen")
         self._refresh()
 
     def go(self, index: int) -> None:
         """Show step `index` and set every control to it."""
+        self.followed = True
         self.chosen = index
         self.state.param.update(**step_settings(self.state, index))
 
@@ -121,24 +143,32 @@ class Guide(pn.viewable.Viewer):
             self.chosen = match  # the reader reached a step by hand: show its text (this re-enters once)
             return
         step = STEPS[self.chosen]
-        drifted = match != self.chosen
+        self.followed = self.followed or match is not None
+        drifted = match is None and self.followed
         with pn.io.hold():
             for i, button in enumerate(self.buttons):
-                button.color = "primary" if i == match else "light"
-                button.variant = "solid" if i == match else "outline"
+                mark_current(button, i == match)
             self.prev.disabled = self.chosen == 0
             self.next.disabled = self.chosen == len(STEPS) - 1
-            hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
-                    "return to it)</span>") if drifted else ""
+            if drifted:
+                hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
+                        "return to it)</span>")
+            elif match is None:  # opened from a link to settings of its own: nothing was moved
+                hint = (' <span class="drifted">(this link opened settings that are none of the steps; choose a '
+                        "step to follow the course from there)</span>")
+            else:
+                hint = ""
             self.text.object = (
                 f'<div class="step-text" data-step="{self.chosen + 1}"><span class="step-no">Step {self.chosen + 1} '
-                f"of {len(STEPS)}</span> <b>{step.title}.</b> {step.text}{hint}</div>"
+                f"of {len(STEPS)}</span> <b>{step.title}.</b> {step.text} "
+                f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen))}</span>{hint}</div>'
             )
 
     def __panel__(self):
         return pn.Column(
             pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["step-row"], margin=0),
-            pn.Row(self.text, pn.Column(self.prev, self.next, margin=0, width=130), sizing_mode="stretch_width",
-                   margin=0),
+            # The buttons sit beside the text, or under it on a phone.
+            pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
+                       sizing_mode="stretch_width", margin=0),
             css_classes=["guide"], sizing_mode="stretch_width", margin=(0, 6),
         )

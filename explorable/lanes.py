@@ -15,7 +15,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
-    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, Legend, LegendItem, LinearColorMapper, Range1d,
+    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, LinearColorMapper, Range1d,
 )
 from bokeh.plotting import figure
 
@@ -47,12 +47,17 @@ def is_thrashing(trace: Trace) -> np.ndarray:
     return (per_request >= THRASH_PREEMPTIONS) | bool(run_thrashes)
 
 
-def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
-    """Every coloured stretch of every lane: y (request id), left/right (s), state (palette code), + hover.
+# What a screen can show: a lane chart is at most about 2,000 px wide, so a run with more segments than
+# this has many narrower than a pixel; those are merged (see `thin_segments`) before they are sent.
+MAX_SEGMENTS = 20_000
+SCREEN_COLUMNS = 2_000
+# A request's hover lists at most this many admission / eviction times (first ones and the last), with
+# the count, so a request evicted hundreds of times does not send kilobytes of text.
+MAX_LISTED_TIMES = 4
 
-    A request arrives at t = 0; it runs from the start of the pass that admits it until the start of the
-    pass that evicts it (that pass runs without it) or the end of the pass it finishes in.
-    """
+
+def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[list[float]]]:
+    """The lanes' segments, and each request's admission and eviction times, from the trace's events."""
     n = trace.workload.num_requests
     start, end = trace.pass_start, trace.pass_end
     events = trace.events
@@ -91,24 +96,76 @@ def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
         elif kind == Event.FINISH:
             add(r, running_since[r], end[p], palette.CLEAN)
 
-    y = np.asarray(ys, dtype=np.uint16)
-    admitted_text = np.array([_times(a) for a in admitted_at], dtype=object)
-    preempted_text = np.array([f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
-                               for a in preempted_at], dtype=object)
-    return {
-        "y": y,
+    segments = {
+        "y": np.asarray(ys, dtype=np.uint16),
         "left": np.asarray(lefts, dtype=np.float32),
         "right": np.asarray(rights, dtype=np.float32),
         "state": np.asarray(states, dtype=np.uint8),
-        "prompt": trace.workload.prompt_len[y].astype(np.int32),
-        "output": trace.workload.output_len[y].astype(np.int32),
-        "admitted": admitted_text[y].tolist(),
-        "preempted": preempted_text[y].tolist(),
+    }
+    return segments, admitted_at, preempted_at
+
+
+def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
+    """Every coloured stretch of every lane: y (request id), left/right (s), state (palette code).
+
+    A request arrives at t = 0; it runs from the start of the pass that admits it until the start of the
+    pass that evicts it (that pass runs without it) or the end of the pass it finishes in.
+    """
+    return _walk(trace)[0]
+
+
+def request_details(trace: Trace) -> dict[str, list]:
+    """Per request (row r is request r): prompt and output tokens, when it was admitted and preempted.
+    Sent once per run for the hover, instead of once per segment."""
+    _, admitted_at, preempted_at = _walk(trace)
+    return _details(trace, admitted_at, preempted_at)
+
+
+def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, list]:
+    return {
+        "prompt": trace.workload.prompt_len.astype(np.int32),
+        "output": trace.workload.output_len.astype(np.int32),
+        "admitted": [_times(a) for a in admitted_at],
+        "preempted": [f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
+                      for a in preempted_at],
     }
 
 
 def _times(ts: list[float]) -> str:
+    if len(ts) > MAX_LISTED_TIMES:
+        head = ", ".join(f"{t:.2f}" for t in ts[:MAX_LISTED_TIMES - 1])
+        return f"{head}, ..., {ts[-1]:.2f} s"
     return ", ".join(f"{t:.2f}" for t in ts) + " s"
+
+
+def thin_segments(segments: dict[str, np.ndarray], end: float, max_segments: int = MAX_SEGMENTS,
+                  columns: int = SCREEN_COLUMNS) -> dict[str, np.ndarray]:
+    """At most about `max_segments`: when there are more, the segments of a lane that start in the same
+    1/`columns` of the run are drawn as one, spanning them all, in the most severe of their colours (lost
+    work outranks running, running outranks waiting), so what a pixel column shows stays what happened in it.
+    """
+    if len(segments["y"]) <= max_segments or end <= 0:
+        return segments
+    y, left, right, state = (segments[k] for k in ("y", "left", "right", "state"))
+    column = np.minimum((left.astype(np.float64) / end * columns).astype(np.int64), columns - 1)
+    key = y.astype(np.int64) * columns + column
+    order = np.lexsort((left, key))
+    key = key[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    return {
+        "y": y[order][first],
+        "left": np.minimum.reduceat(left[order], first),
+        "right": np.maximum.reduceat(right[order], first),
+        "state": np.maximum.reduceat(state[order], first),
+    }
+
+
+def legend_html() -> str:
+    """The four lane colours with what they mean, as wrapping HTML."""
+    items = "".join(
+        f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{html.escape(label)}</span>'
+        for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS))
+    return f'<div class="legend" data-legend="lanes">{items}</div>'
 
 
 def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
@@ -118,7 +175,7 @@ def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
 
 
 def _empty_segments() -> dict[str, list]:
-    return {k: [] for k in ("y", "left", "right", "state", "prompt", "output", "admitted", "preempted")}
+    return {k: [] for k in ("y", "left", "right", "state")}
 
 
 class LaneChart(pn.viewable.Viewer):
@@ -132,11 +189,17 @@ class LaneChart(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(_empty_segments())
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
+        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": []})
         self.figure = self._build()
         self.caption = pn.pane.HTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
+        # The legend is HTML, not a Bokeh Legend: it wraps on a narrow screen (a canvas legend is cut off)
+        # and scales with the page's text; it never changes, so it costs nothing per update.
+        self.legend = pn.pane.HTML(legend_html(), css_classes=["lane-legend"], sizing_mode="stretch_width",
+                                   margin=(2, 10, 0, 10), stylesheets=[stylesheet()])
         self._pane = pn.Column(
             self.caption,
+            self.legend,
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
             css_classes=["lane-chart"], sizing_mode="stretch_width", margin=0,
         )
@@ -163,25 +226,21 @@ class LaneChart(pn.viewable.Viewer):
         marks = fig.scatter(x="mid", y="y", source=self.marks, marker="square", size=7,
                             fill_color={"field": "state", "transform": mapper}, line_color="white", line_width=0.6)
         labels = "[" + ",".join(f"'{t}'" for t in palette.LANE_LABELS) + "]"
+        # What a request is (tokens, admissions, evictions) comes from `details`, one row per request, by
+        # the hovered segment's y: sent once per run instead of once per segment.
+        request = CustomJSHover(args={"details": self.details}, code="""
+            const d = details.data, r = value;
+            if (d.prompt == null || r >= d.prompt.length) return `request ${r}`;
+            const n = (x) => Number(x).toLocaleString('en-US');
+            return `request ${r}: ${n(d.prompt[r])} prompt / ${n(d.output[r])} output tokens\n` +
+                   `admitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}`;
+        """)
         fig.add_tools(HoverTool(
             renderers=[bars, marks], point_policy="follow_mouse",
-            tooltips=[
-                ("request", "@y  (@state{custom})"),
-                ("prompt / output", "@prompt{0,0} / @output{0,0} tokens"),
-                ("this stretch", "@left{0.00} to @right{0.00} s"),
-                ("admitted at", "@admitted"),
-                ("preempted at", "@preempted"),
-            ],
-            formatters={"@state": CustomJSHover(code=f"return {labels}[value]")},
+            tooltips=('<div style="white-space: pre-line; font-size: 12px; line-height: 1.4; max-width: 340px">'
+                      "@y{custom}\n<b>@state{custom}</b>: @left{0.00} to @right{0.00} s</div>"),
+            formatters={"@state": CustomJSHover(code=f"return {labels}[value]"), "@y": request},
         ))
-        # Legend swatches from empty renderers: the data renderer colours by a mapper, not by field.
-        items = []
-        for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS):
-            swatch = fig.hbar(y=[np.nan], left=[0.0], right=[0.0], height=1.0, fill_color=colour, line_color=None)
-            items.append(LegendItem(label=label, renderers=[swatch]))
-        fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left", border_line_alpha=0,
-                              label_text_font_size="12px", label_text_color=palette.INK, glyph_width=18,
-                              padding=2, spacing=14, margin=0, background_fill_alpha=0), "above")
         fig.yaxis.axis_label = "request (arrival order)"
         # A model, built once: assigning a new ticker on every run would make Bokeh re-walk the document.
         self.y_ticker = FixedTicker(ticks=[0, 64, 128, 192, 255])
@@ -203,28 +262,30 @@ class LaneChart(pn.viewable.Viewer):
         trace = self.state.trace
         if trace is None:
             return
-        segments = lane_segments(trace)
+        all_segments, admitted_at, preempted_at = _walk(trace)
+        counts = state_counts(all_segments)
+        segments = thin_segments(all_segments, float(trace.makespan_s))
         n = trace.workload.num_requests
-        counts = state_counts(segments)
         s = self.state.summary
         kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
         lost = segments["state"] >= palette.LOST
-        marks = {k: (v[lost] if isinstance(v, np.ndarray) else [x for x, keep in zip(v, lost) if keep])
-                 for k, v in segments.items()}
+        marks = {k: v[lost] for k, v in segments.items()}
         marks["mid"] = (marks["left"] + marks["right"]) / 2
         with pn.io.hold():
             self.source.data = segments
             self.marks.data = marks
+            self.details.data = _details(trace, admitted_at, preempted_at)
             end = float(trace.makespan_s) or 1.0
             self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)
             self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
+            # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
+            has = " ".join(f"has-{k}" for k, c in counts.items() if c)
             self.caption.object = (
-                f'<div class="chart-title">Every request, over time <span class="muted">'
+                f'<div class="chart-title {has}">Every request, over time <span class="muted">'
                 f"({n} requests, all queued at 0 s, served to the last in "
                 f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
             )
-            self.caption.css_classes = ["lane-caption"] + [f"has-{k}" for k, c in counts.items() if c]
 
     def __panel__(self):
         return self._pane

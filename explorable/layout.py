@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import html
 import json
+import weakref
 from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 import panel.io.location as panel_location
 import param
+from panel.reactive import Syncable
 
-from explorable import runs
+from explorable import budget, health, links, log_limits, projector, startup
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -38,21 +40,53 @@ _panel_parse_query = panel_location.parse_query
 
 
 def _tolerant_parse_query(query: str) -> dict:
-    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page."""
+    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page, and a
+    second '?' is read as '&'."""
+    query = "?" + query.lstrip("?").replace("?", "&") if query else query
     try:
         return _panel_parse_query(query)
     except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
         return dict(parse_qsl(query[1:], keep_blank_values=True))
 
 
+def _one_message_per_browser_event() -> None:
+    """Send everything one browser event changes (a click, a slider release) as one PATCH-DOC message.
+
+    Panel handles a browser event without holding the document (it holds only for notebooks), so each
+    watcher's changes go out as a message of their own: a click on a --max-num-seqs stop sent 13, and
+    the browser restyled and relaid the page once per message. Held, they are combined (a property set
+    twice goes once) and written together when the event has been handled.
+    """
+    for name in ("_change_event", "_process_bokeh_event"):
+        original = getattr(Syncable, name, None)
+        if original is None or getattr(original, "_explorable_held", False):
+            continue  # a Panel without this hook: updates still work, as several messages
+
+        def held(self, doc, *args, _original=original, **kwargs):
+            with pn.io.hold(doc):
+                return _original(self, doc, *args, **kwargs)
+
+        held._explorable_held = True
+        setattr(Syncable, name, held)
+
+
 def configure() -> None:
-    """Panel's extension for this app, and numba's compiled scheduler loaded before anyone waits for it."""
+    """Once per process: Panel's extension for this app, the public server's boundaries (links, logs, compute
+    budget, deep health check), one message per browser event, and numba's compiled scheduler and the default
+    runs prepared in the background."""
     panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
+    links.install()
+    log_limits.install()
+    budget.install()
+    health.install()
+    _one_message_per_browser_event()
+    # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
+    # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
     pn.extension(
-        notifications=True, reconnect=True, design="bootstrap",
+        notifications=True, reconnect=True,
         global_css=[stylesheet_css()], disconnect_notification="", ready_notification="",
     )
-    runs.warm()
+    startup.begin()  # numba's compile and the default runs, in the background (explorable.startup)
 
 
 class Notices(pn.viewable.Viewer):
@@ -99,9 +133,16 @@ def sync_url(state: ExplorableState) -> None:
     if location is None:
         return
     # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
-    # 400-digit numbers into values apply_query must not meet.
-    link = dict(parse_qsl((location.search or "").lstrip("?"), keep_blank_values=True))
+    # 400-digit numbers into values apply_query must not meet. A second '?' is read as '&'.
+    search = (location.search or "").lstrip("?").replace("?", "&")
+    link = dict(parse_qsl(search, keep_blank_values=True))
+    snapped = links.snap_link_values(state, link, CONTROLS)
     apply_query(state, link)
+    request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
+    if links.has_second_question_mark(getattr(request, "uri", None) or location.search):
+        state.add_notice(links.SECOND_QUESTION_MARK_NOTICE)
+    for text in snapped:
+        state.add_notice(text)
 
     # From here on the URL only follows the state. (`Location.sync` would also read the link back into the
     # controls, re-applying what apply_query refused: `?pool_gib=true` passes param's bounds as 1 and then
@@ -116,13 +157,47 @@ def sync_url(state: ExplorableState) -> None:
     state.previous_summary = None  # a link opens a state; it is not a change from the defaults
 
 
+# Page flags a link carries beside the controls (the projector view), per state: the URL keeps them.
+_PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def query_values(state: ExplorableState) -> dict[str, str]:
-    """Every control as its URL text (what Location.sync writes)."""
+    """Every control as its URL text (what Location.sync writes), then the page's flags."""
     out = {}
     for name in CONTROLS:
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)
+    out.update(_PAGE_FLAGS.get(state, {}))
     return out
+
+
+# Tells a course page that frames the explorable how tall it is, whenever that changes, so the page can
+# size the iframe to fit (README, "Embedding in a course page"). The message is a plain object; a parent
+# that does not listen ignores it.
+EMBED_MESSAGE = "continuous-batching-explorable:height"
+_EMBED_SCRIPT = """<script>
+(() => {
+  if (window.parent === window || window.__cbEmbedHeight) return;
+  window.__cbEmbedHeight = true;
+  let last = 0;
+  const send = () => {
+    const height = Math.ceil(document.documentElement.scrollHeight);
+    if (height !== last) {
+      last = height;
+      window.parent.postMessage({type: "%s", height: height}, "*");
+    }
+  };
+  new ResizeObserver(send).observe(document.documentElement);
+  new ResizeObserver(send).observe(document.body);
+  window.addEventListener("load", send);
+  setInterval(send, 1000);  // content inside shadow roots can grow without resizing <body> at once
+})();
+</script>""" % EMBED_MESSAGE
+
+
+def _embed_height() -> pn.pane.HTML:
+    """An invisible pane whose script posts the page's height to a parent frame."""
+    return pn.pane.HTML(_EMBED_SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["embed-height"])
 
 
 class ShareLink(pn.viewable.Viewer):
@@ -154,6 +229,7 @@ class ExplorableApp(pn.viewable.Viewer):
     """One reader's page. `state` is its single source of truth; `views` are there for tests and benchmarks."""
 
     state = param.ClassSelector(class_=ExplorableState)
+    projector = param.Boolean(default=False, doc="text in charts, legends and the log at 16 px or more")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -171,12 +247,22 @@ class ExplorableApp(pn.viewable.Viewer):
             "logs": LogView(state=state),
             "share": ShareLink(state=state),
         }
+        if self.projector:
+            _PAGE_FLAGS[state] = {projector.FLAG: "1"}
+            for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
+                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
+                projector.enlarge(fig)
+            for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig):
+                fig.min_border_left = projector.LANE_BORDER_LEFT
+                fig.height += 30  # room for 16 px tick labels beside the strips' axis labels
+            lanes.figure.min_border_bottom = 12  # the last request's 16 px tick label
+            self.views["share"]._update()
 
     def __panel__(self):
         v = self.views
         sidebar = pn.Column(
             v["controls"], v["share"], v["live"],
-            css_classes=["sidebar"], width=310, margin=0, stylesheets=[stylesheet()],
+            css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
         main = pn.Column(
             v["guide"],
@@ -194,18 +280,27 @@ class ExplorableApp(pn.viewable.Viewer):
                 "this exact state.</footer>",
                 sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(16, 10),
             ),
-            css_classes=["main"], sizing_mode="stretch_width", margin=(0, 0, 0, 8),
+            css_classes=["main"], margin=(0, 0, 0, 8), stylesheets=[stylesheet()],
+            styles={"flex": "1 1 560px", "min-width": "0"},
         )
         return pn.Column(
             _header(),
-            pn.Row(sidebar, main, sizing_mode="stretch_width", margin=0),
-            css_classes=["explorable"], sizing_mode="stretch_width", margin=0,
+            # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
+            pn.FlexBox(sidebar, main, flex_wrap="wrap", sizing_mode="stretch_width", margin=0,
+                       css_classes=["page-body"], stylesheets=[stylesheet()]),
+            _embed_height(),
+            css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
+            styles=dict(projector.STYLES) if self.projector else {},
         )
 
 
 def build_app(state: ExplorableState | None = None, sync: bool = True) -> ExplorableApp:
     """One page of the explorable; with `sync`, the served page's URL query drives and follows the controls."""
     state = state or ExplorableState()
+    wants_projector = False
     if sync:
         sync_url(state)
-    return ExplorableApp(state=state)
+        location = pn.state.location
+        if location is not None:
+            wants_projector = projector.wanted(dict(parse_qsl((location.search or "").lstrip("?"))))
+    return ExplorableApp(state=state, projector=wants_projector)

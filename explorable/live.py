@@ -1,7 +1,7 @@
 """The "live GPU" hook: measure the current setting with real forward passes (engine.live) when a CUDA
 device is there, one run at a time across every browser session, with queue position, progress and
-cancel. engine.live is imported lazily and defensively: without it (or without a GPU) the toggle is
-disabled and says why, and the rest of the explorable is untouched.
+cancel. engine.live is imported lazily and defensively: without it (or without a GPU) the control is
+hidden (its reason kept for tests and logs), and the rest of the explorable is untouched.
 """
 from __future__ import annotations
 
@@ -123,6 +123,7 @@ class LivePanel(pn.viewable.Viewer):
         self.run_button.on_click(self._start)
         self.cancel_button.on_click(lambda _e: self._cancel.set() if self._cancel else None)
         self._cancel: CancelFlag | None = None
+        self.worker: threading.Thread | None = None  # the latest run's thread; joined, every view is updated
 
     def _toggled(self, event):
         self.run_button.visible = event.new
@@ -147,7 +148,8 @@ class LivePanel(pn.viewable.Viewer):
         self.cancel_button.visible = True
         self.progress.visible = True
         self.progress.value = 0
-        threading.Thread(target=self._worker, args=(doc, cfg, cancel), daemon=True, name="live-gpu-run").start()
+        self.worker = threading.Thread(target=self._worker, args=(doc, cfg, cancel), daemon=True, name="live-gpu-run")
+        self.worker.start()
 
     # -- on the worker thread: every UI change goes back through the document's event loop --------
     def _ui(self, doc, fn: Callable[[], None]) -> None:
@@ -211,5 +213,7 @@ class LivePanel(pn.viewable.Viewer):
         self._cancel = None
 
     def __panel__(self):
+        # Hidden where there is no GPU to measure on: a control nobody can use, on every CPU-only server, is
+        # noise. The reason stays in `self.reason` (and the README's live section says how to enable it).
         return pn.Column(self.toggle, self.reason, self.run_button, self.cancel_button, self.progress, self.status,
-                         sizing_mode="stretch_width", margin=0, css_classes=["live"])
+                         sizing_mode="stretch_width", margin=0, css_classes=["live"], visible=self.available)

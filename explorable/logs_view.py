@@ -6,32 +6,40 @@ from __future__ import annotations
 
 import html
 
-import numpy as np
 import panel as pn
 import param
 
 from engine import Trace
-from engine.logs import LOG_STATS_INTERVAL_S, periodic_log_line, serve_command, startup_error, startup_log_line
+from engine.config import pool_beyond_gpu
+from engine.logs import (periodic_log, periodic_stats, serve_command, serve_command_notes, startup_error,
+                         startup_log_line)
+from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
 from explorable import runs
 from explorable.assets import stylesheet
-from explorable.state import ExplorableState
+from explorable.state import PRODUCTION_NAMES, ExplorableState
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
 
 
 def log_lines(trace: Trace) -> list[tuple[float | None, str]]:
-    """(time in s or None for startup, line) in the order vLLM prints them."""
+    """(time in s or None for startup, line) in the order vLLM prints them.
+
+    Each stats line covers the time since the one before, so their preemptions add up to the run's. A run
+    too long to show whole keeps its first and last lines and one `#` line that accounts for the rest.
+    """
     refusal = startup_error(trace.config)
     lines: list[tuple[float | None, str]] = [(None, refusal)] if refusal else []
     lines.append((None, startup_log_line(trace.config)))
-    times = np.arange(LOG_STATS_INTERVAL_S, trace.makespan_s, LOG_STATS_INTERVAL_S).tolist()
-    if not times or times[-1] < trace.makespan_s:
-        times.append(trace.makespan_s)  # the last partial interval, flushed at the end of the run
-    if len(times) > MAX_PERIODIC_LINES:
+    periodic = periodic_log(trace)
+    if len(periodic) > MAX_PERIODIC_LINES:
         half = MAX_PERIODIC_LINES // 2
-        times = times[:half] + times[-half:]
-    lines += [(t, periodic_log_line(trace, t)) for t in times]
-    return lines
+        hidden = periodic[half:-half]
+        since, until = periodic[half - 1][0], hidden[-1][0]
+        preempted = periodic_stats(trace, until, since_s=since)["preemptions"]  # the hidden windows, joined
+        gap = (f"# {len(hidden)} lines not shown (+{since:,.0f} s to +{until:,.0f} s)"
+               + (f"; between them, Preemptions: {preempted}" if preempted else ""))
+        periodic = periodic[:half] + [(until, gap)] + periodic[-half:]
+    return lines + periodic
 
 
 def reading(trace: Trace, summary: dict) -> str:
@@ -55,6 +63,8 @@ def reading(trace: Trace, summary: dict) -> str:
 
 
 def _line_html(at: float | None, line: str) -> str:
+    if line.startswith("#"):  # our comment, not a line vLLM prints
+        return f'<div class="log-note">{html.escape(line)}</div>'
     stamp = "startup" if at is None else f"+{at:,.0f} s"
     body = html.escape(line)
     body = body.replace("INFO", '<span class="lvl">INFO</span>', 1)
@@ -84,10 +94,21 @@ class LogView(pn.viewable.Viewer):
             return
         cfg = trace.config
         command = serve_command(cfg)
-        note = ""
+        notes = serve_command_notes(cfg)
         if cfg.allocation == "reserve" or cfg.unit == "request":
-            note = ('<div class="log-note"># vLLM has no reserve-up-front or per-request mode: these are the lines '
-                    "its logger would print for this schedule.</div>")
+            modes = [f"{label} is {PRODUCTION_NAMES[value]}" for label, value in
+                     (("reserving up front", cfg.allocation), ("the per-request unit", cfg.unit))
+                     if value in ("reserve", "request")]
+            notes.append("# vLLM has no such mode (" + "; ".join(modes) + "): these are the lines vLLM's logger "
+                         "would print for this schedule")
+        if pool_beyond_gpu(cfg):
+            largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
+            spec = cfg.gpu_spec
+            notes.append(f"# no {cfg.gpu} holds this pool beside {cfg.model}'s weights: vLLM would size it at most "
+                         f"about {largest:.1f} GiB there ({GPU_MEMORY_UTILIZATION} x {spec.memory_gib:g} GiB by "
+                         f"its default --gpu-memory-utilization, less {cfg.model_spec.weight_bytes / 2**30:.1f} GiB "
+                         f"of weights and about {PROFILED_NON_WEIGHT_GIB:g} GiB of activations and CUDA graphs)")
+        note = "".join(f'<div class="log-note">{html.escape(n)}</div>' for n in notes)
         lines = "".join(_line_html(at, line) for at, line in log_lines(trace))
         machine = f"{runs.where_measured(trace)}, measured" if trace.measured else f"an {cfg.gpu}"
         self.pane.object = (

@@ -1,13 +1,21 @@
 """The one place the explorable calls the engine: cached runs shared by every browser session.
 
-A run is a pure function of its `RunConfig`, so sixty students on the same deep link simulate it once.
-Traces are kept few (a thrashing trace holds tens of thousands of passes); throughput figures for the
-curves are tiny and kept many.
+A run is a pure function of its `RunConfig`, so sixty students on the same deep link simulate it once, and
+the server snaps every slider to its step (explorable.guard), so the states a class can ask for are finite
+and repeat. The caches are bounded by memory, not only by count: a thrashing trace holds tens of thousands
+of passes (MBs), a throughput figure for the curves a float.
+
+On a server, explorable.budget installs `meter` here (this module stays free of Panel): the CPU time of
+the wall time of each simulation (a cache miss) is charged to the page that asked for it.
 """
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+import numpy as np
 
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
 from engine.config import check_servable
@@ -16,20 +24,136 @@ from engine.workload import WorkloadError
 # What a run can raise for a setting the reader chose; anything else is a bug and should surface.
 RUN_ERRORS = (ConfigError, SimulationError, WorkloadError)
 
+# Traces kept for every session together. A default run's trace is ~0.2 MB, a thrashing one ~1-5 MB: 160 MB
+# holds a class's worth of states (the 7 guided steps and their neighbours many times over).
+TRACE_CACHE_BYTES = 160 * 2**20
+TRACE_CACHE_ITEMS = 256
+THROUGHPUT_CACHE_ITEMS = 16384  # one float and its RunConfig (~1 kB) each: ~16 MB at most
 
-@lru_cache(maxsize=48)
+# Installed by explorable.budget on a server; None elsewhere (tests, notebooks).
+meter: Callable[[float], None] | None = None
+
+
+def trace_bytes(trace: Trace) -> int:
+    """Memory a cached trace holds (its arrays; the rest is small)."""
+    return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray)) + 4096
+
+
+class _TraceCache:
+    """Least-recently-used traces by config, within TRACE_CACHE_BYTES and TRACE_CACHE_ITEMS."""
+
+    def __init__(self, max_bytes: int, max_items: int):
+        self.max_bytes, self.max_items = max_bytes, max_items
+        self._items: OrderedDict[RunConfig, tuple[Trace, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, cfg: RunConfig) -> Trace | None:
+        with self._lock:
+            found = self._items.get(cfg)
+            if found is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(cfg)
+            self.hits += 1
+            return found[0]
+
+    def put(self, cfg: RunConfig, trace: Trace) -> None:
+        size = trace_bytes(trace)
+        if size > self.max_bytes // 4:  # one huge trace must not evict the whole class's states
+            return
+        with self._lock:
+            if cfg in self._items:
+                return
+            self._items[cfg] = (trace, size)
+            self._bytes += size
+            while self._items and (self._bytes > self.max_bytes or len(self._items) > self.max_items):
+                _, (_, old) = self._items.popitem(last=False)
+                self._bytes -= old
+
+    def __contains__(self, cfg: RunConfig) -> bool:
+        return cfg in self._items
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    def info(self) -> dict[str, int]:
+        return {"items": len(self._items), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
+
+
+_TRACES = _TraceCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS)
+
+
+_sim_seconds = [0.004, 1]  # mean wall time of a simulation here: sum, count (a prior of 4 ms, one run)
+
+
+def _simulate_metered(cfg: RunConfig) -> Trace:
+    started = time.perf_counter()  # wall time: how long the event loop, and every other page, waited
+    try:
+        return simulate(cfg)
+    finally:
+        spent = time.perf_counter() - started
+        _sim_seconds[0] += spent
+        _sim_seconds[1] += 1
+        if meter is not None:
+            meter(spent)
+
+
+def mean_simulation_s() -> float:
+    """Mean wall time of one simulation in this process so far (for estimating what a change will cost)."""
+    return _sim_seconds[0] / _sim_seconds[1]
+
+
 def run(cfg: RunConfig) -> Trace:
     """The trace of `cfg` on the simulated clock (raises `RUN_ERRORS` for a setting that cannot run)."""
-    return simulate(cfg)
+    trace = _TRACES.get(cfg)
+    if trace is None:
+        trace = _simulate_metered(cfg)
+        _TRACES.put(cfg, trace)
+    return trace
 
 
-@lru_cache(maxsize=8192)
+run.cache_clear = _TRACES.clear  # type: ignore[attr-defined]  (functools.lru_cache's names, kept for callers)
+run.cache_info = _TRACES.info  # type: ignore[attr-defined]
+
+
+def is_cached(cfg: RunConfig) -> bool:
+    """Is the trace of `cfg` kept (showing it costs no simulation)?"""
+    return cfg in _TRACES
+
+
+_POINTS: OrderedDict[RunConfig, float] = OrderedDict()  # curve points: throughput by config, least recent first
+_POINTS_LOCK = threading.Lock()
+
+
 def throughput(cfg: RunConfig) -> float:
     """Output tokens/s of `cfg`, or NaN when the setting cannot run (a gap in a curve, not an error)."""
+    with _POINTS_LOCK:
+        if cfg in _POINTS:
+            _POINTS.move_to_end(cfg)
+            return _POINTS[cfg]
     try:
-        return float(run(cfg).summary()["throughput_tok_s"])
+        trace = _TRACES.get(cfg) or _simulate_metered(cfg)  # a curve point's trace is not kept: only its figure
+        value = float(trace.summary()["throughput_tok_s"])
     except RUN_ERRORS:
-        return math.nan
+        value = math.nan
+    with _POINTS_LOCK:
+        _POINTS[cfg] = value
+        while len(_POINTS) > THROUGHPUT_CACHE_ITEMS:
+            _POINTS.popitem(last=False)
+    return value
+
+
+def has_throughput(cfg: RunConfig) -> bool:
+    """Is the throughput of `cfg` known (a curve point that costs no simulation)?"""
+    return cfg in _POINTS or cfg in _TRACES
+
+
+throughput.cache_clear = _POINTS.clear  # type: ignore[attr-defined]
 
 
 def config_problem(cfg_fields: dict) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 import param
 
 from engine import GPUS, MODELS, RunConfig, Trace
+from engine.config import pool_beyond_gpu
 from explorable import runs
 
 # Every control, in the order the sidebar and the URL list them. Names are RunConfig's (and vLLM's).
@@ -24,6 +25,15 @@ CONTROLS = (
 
 ALLOCATION_LABELS = {"on demand": "on-demand", "reserve up front": "reserve"}
 UNIT_LABELS = {"per pass": "pass", "per request": "request"}
+
+# The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
+# CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
+PRODUCTION_NAMES = {
+    "on-demand": "vLLM's only behaviour; TensorRT-LLM's MAX_UTILIZATION",
+    "reserve": "TensorRT-LLM's default, GUARANTEED_NO_EVICT",
+    "pass": "continuous batching: vLLM; TensorRT-LLM's in-flight batching",
+    "request": "TensorRT-LLM's legacy STATIC_BATCH",
+}
 
 
 class ExplorableState(param.Parameterized):
@@ -40,8 +50,8 @@ class ExplorableState(param.Parameterized):
     )
     allocation = param.Selector(
         default="on-demand", objects=ALLOCATION_LABELS, label="KV cache allocation",
-        doc="On demand: blocks as tokens arrive, evict when out (vLLM). Reserve: prompt + declared "
-        "max_tokens at admission, never evict (Orca).",
+        doc="On demand: blocks as tokens arrive, evict when out (vLLM; TensorRT-LLM's MAX_UTILIZATION). Reserve: "
+        "prompt + declared max_tokens at admission, never evict (Orca; TensorRT-LLM's default, GUARANTEED_NO_EVICT).",
     )
     declared_multiple = param.Number(
         default=4.0, bounds=(1.0, 8.0), step=0.5, label="declared max_tokens (x real output)",
@@ -50,7 +60,7 @@ class ExplorableState(param.Parameterized):
     unit = param.Selector(
         default="pass", objects=UNIT_LABELS, label="scheduling unit",
         doc="Every pass: refill a slot the moment it frees (continuous batching). Every request: run a "
-        "batch until its last member finishes (static batching).",
+        "batch until its last member finishes (static batching; TensorRT-LLM's legacy STATIC_BATCH).",
     )
     spread = param.Number(
         default=16.0, bounds=(1.0, 32.0), step=0.5, label="output-length spread (longest / shortest)",
@@ -74,6 +84,8 @@ class ExplorableState(param.Parameterized):
     previous_summary = param.Dict(default=None, allow_None=True, precedence=-1, doc="the run before, for deltas")
     run_error = param.String(default="", precedence=-1, doc="why the current controls cannot run, or ''")
     notices = param.List(default=[], item_type=str, precedence=-1, doc="messages for the reader (bad link values)")
+    pool_warning = param.String(default="", precedence=-1,
+                                doc="why this pool could not be had on the chosen GPU beside the weights, or ''")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -102,10 +114,13 @@ class ExplorableState(param.Parameterized):
 
     def show(self, trace: Trace, cfg: RunConfig | None = None) -> None:
         """Publish a trace (simulated, or measured on a GPU); the one on screen becomes the delta baseline."""
+        cfg = cfg or trace.config
+        warning = pool_beyond_gpu(cfg)
         self.param.update(
             run_error="",
+            pool_warning=f"{warning[0].upper()}{warning[1:]}." if warning else "",
             previous_summary=self.summary or None,
-            config=cfg or trace.config,
+            config=cfg,
             summary=trace.summary(),
             trace=trace,  # last: views watch `trace` and read the rest
         )

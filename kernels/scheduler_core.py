@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kernels import CACHE_COMPILED  # numba's cache, or none where nothing is writable
+
 # Per-request columns of the `req` table.
 (PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT,
  TABLE_START) = range(12)
@@ -55,19 +57,19 @@ NUM_COUNTS = 7
 WAIT_Q, RUN_Q = 0, 1
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def cdiv(a, b):
     return -(-a // b)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def mix(h, value):
     """One FNV-1a step over a 64-bit value: the schedule digest is a fold of these."""
     h = np.uint64(h) ^ np.uint64(value & 0xFFFFFFFFFFFF)
     return np.uint64(h * FNV_PRIME)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def new_tables(params, prompt_len, output_len, reserve_tokens):
     """Fresh tables (req, state, queues, blocks) for a run: every request waiting in id order, every
     usable block free.
@@ -102,7 +104,7 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
     return req, state, queues, np.zeros(start, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _take_blocks(params, req, state, blocks, r, count):
     """Hand `count` blocks from the head of the free queue to request r (the caller counts them)."""
     start = req[r, TABLE_START] + req[r, HELD]
@@ -117,7 +119,7 @@ def _take_blocks(params, req, state, blocks, r, count):
     req[r, HELD] += count
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _release_blocks(params, req, state, blocks, r):
     """Return every block of request r to the tail of the free queue, first block first."""
     held = req[r, HELD]
@@ -129,7 +131,7 @@ def _release_blocks(params, req, state, blocks, r):
     req[r, HELD] = 0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _preempt(params, req, state, queues, blocks, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
     _release_blocks(params, req, state, blocks, victim)
@@ -149,7 +151,7 @@ def _preempt(params, req, state, queues, blocks, victim):
     state[WAIT_LEN] += 1
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _schedule_running(params, req, state, queues, blocks, out, counts):
     """Running requests in admission order, each asking for what it lacks; returns the budget left.
 
@@ -209,7 +211,7 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     return budget
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
     """Admission from the head of waiting, strictly in order (head-of-line blocking)."""
     bs = params[P_BLOCK_SIZE]
@@ -262,7 +264,7 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
     counts[N_ADM] = n_adm
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def schedule_step(params, req, state, queues, blocks, out, counts):
     """One scheduling decision (vLLM's Scheduler.schedule()); fills `out` and folds it into the digest."""
     # Static batching: a new batch may open only when the previous one has fully drained.
@@ -283,7 +285,7 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     state[DIGEST] = np.int64(h)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def complete_step(params, req, state, queues, blocks, out, counts):
     """After the pass (vLLM's update_from_output()): samplers get a token; those at their length finish.
 
@@ -330,7 +332,7 @@ def complete_step(params, req, state, queues, blocks, out, counts):
     counts[N_SAMPLED] = n_sampled
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _pass_row(params, req, state, out, counts, passes, p):
     """Row p of the pass table, taken right after scheduling."""
     tokens = 0
@@ -356,14 +358,14 @@ def _pass_row(params, req, state, out, counts, passes, p):
     passes[p, PASS_RESERVED] = state[RESERVED_TOKENS]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def begin_pass(params, req, state, queues, blocks, out, counts, passes, p):
     """Schedule pass p and record its row of `passes` (its outputs are added by end_pass)."""
     schedule_step(params, req, state, queues, blocks, out, counts)
     _pass_row(params, req, state, out, counts, passes, p)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _emit(events, n_ev, p, out, which, count, kind):
     for k in range(count):
         events[n_ev, 0] = p
@@ -373,7 +375,7 @@ def _emit(events, n_ev, p, out, which, count, kind):
     return n_ev
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev):
     """Complete pass p, count its output tokens into its row and append its events; returns the event count.
 
@@ -393,13 +395,13 @@ def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events,
     return _emit(events, n_ev, p, out, OUT_FIN, counts[N_FIN], EV_FINISH)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def roofline(overhead, bandwidth, flop_rate, bytes_moved, flops):
     """The cost model: overhead + max(bytes / bandwidth, FLOPs / FLOP/s); scalars or arrays."""
     return overhead + np.maximum(bytes_moved / bandwidth, flops / flop_rate)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def pass_work(cost, out, n_sched):
     """(bytes moved, FLOPs) of the pass in `out`: weights plus every context token's KV read; 2 x params
     per new token plus attention's query-key pairs (token j of a chunk attends to computed_before + j keys)."""
@@ -416,7 +418,7 @@ def pass_work(cost, out, n_sched):
             2.0 * cost[C_PARAMS] * new + cost[C_ATTN] * pairs)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def pass_seconds(cost, out, n_sched):
     """Roofline time of the pass in `out` (0 for a pass that runs nothing)."""
     if n_sched == 0:
@@ -425,14 +427,14 @@ def pass_seconds(cost, out, n_sched):
     return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def grow_rows(a, rows):
     out = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
     """The whole run in compiled code: begin_pass, the roofline clock, end_pass, until all finish.
 
@@ -460,7 +462,7 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def gather_tables(req, blocks, ids, n):
     """Block tables of requests ids[:n], one row each, padded with the null block 0."""
     width = 0

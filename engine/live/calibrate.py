@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.cost_model import roofline, roofline_seconds
 from engine.live.errors import LiveError
+from engine.outputs import write_text_atomic
 from engine.presets import GPUSpec, gpu_preset_for_device, register_gpu
 
 _RIDGE_RANGE = (1e-1, 1e6)  # FLOP per byte; every real GPU sits well inside
@@ -133,7 +134,7 @@ def calibrate_from_trace(trace, name: str | None = None, clock: str = "gpu") -> 
 
 
 def save_gpu_spec(spec: GPUSpec, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    write_text_atomic(path, json.dumps(asdict(spec), indent=2) + "\n")
 
 
 def load_gpu_spec(path: str | Path, register: bool = True) -> GPUSpec:

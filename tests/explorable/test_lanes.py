@@ -1,12 +1,16 @@
 """The lane colour rule: what each stretch of each request's time is drawn as, derived from the trace."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from engine import Event, RunConfig, Workload, simulate
 from explorable import palette
-from explorable.lanes import THRASH_PREEMPTIONS, is_thrashing, lane_segments, state_counts
+from explorable.lanes import (
+    MAX_LISTED_TIMES, THRASH_PREEMPTIONS, is_thrashing, lane_segments, request_details, state_counts, thin_segments,
+)
 
 DEFAULT = RunConfig()
 CAP_64 = RunConfig(max_num_seqs=64)
@@ -102,20 +106,52 @@ def test_a_run_that_evicts_its_whole_batch_three_times_over_is_thrashing(traces)
 
 def test_segments_are_sent_as_compact_numeric_columns(traces):
     seg = lane_segments(traces["wall"])
+    assert set(seg) == {"y", "left", "right", "state"}  # hover text goes once per request, not per segment
     assert seg["y"].dtype == np.uint16 and seg["state"].dtype == np.uint8
     assert seg["left"].dtype == np.float32 and seg["right"].dtype == np.float32
-    assert len(seg["admitted"]) == len(seg["y"]) == len(seg["preempted"])
+    details = request_details(traces["wall"])
+    assert len(details["admitted"]) == traces["wall"].workload.num_requests == len(details["preempted"])
 
 
 def test_hover_text_lists_admissions_and_evictions(traces):
     trace = traces["default"]
-    seg = lane_segments(trace)
+    details = request_details(trace)
     r = int(np.flatnonzero(trace.preemptions_per_request == 2)[0])
-    i = int(np.flatnonzero(seg["y"] == r)[0])
-    assert seg["admitted"][i].count(",") == 2  # first admission and two readmissions
-    assert seg["preempted"][i].count(",") == 1 and seg["preempted"][i].endswith(" s (2 times)")
+    assert details["admitted"][r].count(",") == 2  # first admission and two readmissions
+    assert details["preempted"][r].count(",") == 1 and details["preempted"][r].endswith(" s (2 times)")
     never = int(np.flatnonzero(trace.preemptions_per_request == 0)[0])
-    assert seg["preempted"][int(np.flatnonzero(seg["y"] == never)[0])] == "never"
+    assert details["preempted"][never] == "never"
+
+
+def test_hover_text_of_a_request_evicted_many_times_is_bounded_and_keeps_the_count():
+    # The issue's 6 MB update: a 1 GiB pool with a small token budget evicts some requests dozens of times.
+    trace = simulate(RunConfig(max_num_seqs=64, pool_gib=1.0, spread=32.0, max_num_batched_tokens=1024))
+    r = int(np.argmax(trace.preemptions_per_request))
+    count = int(trace.preemptions_per_request[r])
+    assert count > MAX_LISTED_TIMES
+    text = request_details(trace)["preempted"][r]
+    listed = re.findall(r"\d+\.\d\d", text)
+    assert text.endswith(f" s ({count} times)") and len(listed) == MAX_LISTED_TIMES and "..." in text
+    evicted = trace.events[(trace.events[:, 1] == r) & (trace.events[:, 2] == Event.PREEMPT), 0]
+    assert float(listed[-1]) == pytest.approx(trace.pass_start[evicted].max(), abs=0.006)  # the last one
+
+
+def test_thinning_merges_only_what_shares_a_pixel_column_and_keeps_lost_work():
+    # Lane 0: 10 s waiting, then 1,000 alternating 1 ms stretches of running and lost work; lane 1: one clean run.
+    left = np.r_[0.0, 10.0 + 0.001 * np.arange(1000), 0.0].astype(np.float32)
+    right = np.r_[10.0, 10.0 + 0.001 * np.arange(1, 1001), 20.0].astype(np.float32)
+    state = np.r_[palette.WAITING, np.tile([palette.CLEAN, palette.LOST], 500), palette.CLEAN].astype(np.uint8)
+    y = np.r_[np.zeros(1001), 1].astype(np.uint16)
+    seg = {"y": y, "left": left, "right": right, "state": state}
+    assert thin_segments(seg, 20.0, max_segments=5000) is seg  # under the limit: untouched
+    thin = thin_segments(seg, 20.0, max_segments=100, columns=200)  # one column = 0.1 s
+    assert len(thin["y"]) < 100
+    lane0 = thin["y"] == 0
+    # The waiting stretch and the other lane are as they were; the 1 s of churn is ten lost columns.
+    assert (thin["left"][lane0][0], thin["right"][lane0][0], thin["state"][lane0][0]) == (0.0, 10.0, palette.WAITING)
+    assert set(thin["state"][lane0][1:].tolist()) == {palette.LOST}
+    assert thin["right"][lane0].max() == np.float32(11.0) and lane0.sum() == 11
+    assert (thin["left"][~lane0], thin["right"][~lane0]) == (np.float32(0.0), np.float32(20.0))
 
 
 def test_four_lane_colours_are_defined_once_and_distinct():

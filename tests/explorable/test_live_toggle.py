@@ -180,8 +180,28 @@ def test_a_measured_run_names_its_device_and_the_prediction_it_is_set_against(wi
     live = LivePanel(state=state)
     live.toggle.value = True
     live.run_button.clicks += 1
-    assert wait_until(lambda: state.trace.measured)
+    # Without a document the worker thread updates the views itself: its end, not the trace, says they are done.
+    live.worker.join(timeout=10)
+    assert not live.worker.is_alive() and state.trace.measured
     readouts, lanes, logs = views
     assert f"simulated {predicted:,.0f}" in readouts.pane.object
     assert "measured on NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16)" in lanes.caption.object
     assert "on NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16), measured" in logs.pane.object
+
+
+def test_without_a_cuda_device_the_control_is_hidden_and_a_crafted_click_starts_nothing(monkeypatch):
+    calls = []
+    module = fake_executor(lambda cfg, **_: calls.append(cfg))
+    module.live_available = lambda: (False, "torch sees no CUDA device")
+    monkeypatch.setitem(__import__("sys").modules, "engine.live.executor", module)
+    live = LivePanel(state=ExplorableState())
+    assert not live.__panel__().visible and live.toggle.disabled
+    assert "no CUDA device" in live.reason.object
+    live.toggle.value = True  # a crafted websocket message can still set it
+    live.run_button.clicks += 1
+    assert live.worker is None and calls == []
+
+
+def test_with_a_cuda_device_the_control_is_shown(with_executor):
+    with_executor(measured_run)
+    assert LivePanel(state=ExplorableState()).__panel__().visible

@@ -298,3 +298,33 @@ def test_param_takes_true_as_the_number_1_and_the_engine_then_refuses_it(control
     assert getattr(state, control) is True
     if control == "max_num_seqs":  # the engine's integer check refuses a bool
         assert "max_num_seqs must be an integer" in state.run_error and state.trace is good
+
+
+# -- links as course platforms write them: a second '?', several '#', odd hosts ------------------------------
+@pytest.mark.parametrize("search, seqs", [("?max_num_seqs=64?utm_source=lms", 64), ("??", 256),
+                                          ("?utm_source=lms?max_num_seqs=32", 32)])
+def test_a_second_question_mark_is_read_as_an_ampersand_with_a_notice(search, seqs):
+    from explorable.links import SECOND_QUESTION_MARK_NOTICE
+
+    state = served_link(search)
+    assert_valid_and_runnable(state)
+    assert state.max_num_seqs == seqs
+    assert SECOND_QUESTION_MARK_NOTICE in state.notices
+
+
+def test_a_link_value_between_steps_is_snapped_with_a_notice():
+    state = served_link("?spread=1.000000123&pool_gib=7.3&max_num_batched_tokens=8200")
+    assert_valid_and_runnable(state)
+    assert (state.spread, state.pool_gib, state.max_num_batched_tokens) == (1.0, 7.5, 8192)
+    assert sum("moves in steps of" in n for n in state.notices) == 3
+
+
+@FUZZ
+@given(st.text(alphabet="?#&=/:%abc019[]", max_size=40), st.sampled_from([None, "localhost:5006", "[::1]:5006",
+                                                                         "a:b:c", "example.edu"]))
+def test_panel_reads_any_request_uri_without_raising(uri, host):
+    from explorable.links import tolerant_location_params
+
+    params = tolerant_location_params("http", host, "/app" + uri)
+    assert params.get("pathname", "/app").startswith("/app")
+    assert params.get("search", "?").count("?") == 1

@@ -14,6 +14,7 @@ from bokeh.document import Document
 from engine import RunConfig, simulate
 from engine.logs import periodic_log_line, startup_log_line
 from explorable import runs
+from explorable.assets import is_current
 from explorable.curves import SEQ_SWEEP, sweep
 from explorable.guide import STEPS, matching_step, step_settings
 from explorable.layout import build_app
@@ -176,7 +177,7 @@ def test_choosing_a_step_sets_every_control(app):
     app.state.spread = 4.0
     guide.buttons[6].clicks += 1  # "Memory wall"
     assert (app.state.pool_gib, app.state.max_num_seqs, app.state.spread) == (2.0, 512, 16.0)
-    assert guide.buttons[6].color == "primary"
+    assert [is_current(b) for b in guide.buttons] == [i == 6 for i in range(len(guide.buttons))]
     assert 'data-step="7"' in guide.text.object
     guide.prev.clicks += 1
     assert guide.chosen == 5 and app.state.spread == 1.0
@@ -197,11 +198,13 @@ def test_reset_button(app):
 
 
 def test_live_toggle_is_disabled_with_a_reason_when_no_gpu(app, monkeypatch):
+    import html
+
     live = app.views["live"]
     ok, reason = live_status()
-    assert live.toggle.disabled == (not ok)
+    assert live.toggle.disabled == (not ok) and live.__panel__().visible == ok  # hidden where there is no GPU
     if not ok:
-        assert reason and reason in live.reason.object
+        assert reason and html.escape(reason) in live.reason.object
 
 
 def test_a_broken_live_module_leaves_the_app_working(monkeypatch):

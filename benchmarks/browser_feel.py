@@ -1,0 +1,295 @@
+"""What a reader feels after a click: a real `panel serve app.py`, headless Chromium, click -> readout changed.
+
+Starts `panel serve app.py` on a free loopback port, opens the page in headless Chromium (Playwright
+driving /usr/bin/chromium, or $CHROMIUM), and for four kinds of change times the click (or key press)
+until the readouts' text has changed on screen:
+  stop      a --max-num-seqs stop button (64 <-> 256)
+  slider    a pool_gib slider release (one arrow key on its handle: 16 <-> 16.5 GiB)
+  toggle    the KV cache allocation toggle (on demand <-> reserve up front)
+  step      a guided step (it sets several controls at once)
+and, from Chrome's own counters (CDP `Performance.getMetrics`), the browser's work per update: the
+deltas of TaskDuration, ScriptDuration, RecalcStyleDuration, LayoutDuration, RecalcStyleCount and Nodes
+from just before the click until the page has been quiet (no websocket frame) for --quiet seconds.
+Every figure is a median and a 95th percentile over --repeats changes of each kind (after one unmeasured
+warm-up change). Goals on 2 cores: p95 <= 300 ms for every kind; browser work (TaskDuration) <= 150 ms
+per update (median).
+
+    python benchmarks/browser_feel.py [--repeats 10] [--width 1280] [--quiet 0.6]
+
+Exits 2 when the server or the browser cannot start, 1 when a change never reached the screen.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+METRICS = ("TaskDuration", "ScriptDuration", "RecalcStyleDuration", "LayoutDuration", "RecalcStyleCount", "Nodes")
+
+# Finds an element through every shadow root (Panel renders each component in one), remembering the
+# root it was found in so a poll costs one querySelector.
+FIND_JS = """
+window.__cbFind = (selector) => {
+  const cached = window.__cbRoots && window.__cbRoots[selector];
+  if (cached && cached.isConnected !== false) {
+    const hit = cached.querySelectorAll(selector);
+    if (hit.length) return [...hit];
+  }
+  const stack = [document];
+  while (stack.length) {
+    const root = stack.pop();
+    const hit = root.querySelectorAll(selector);
+    if (hit.length) {
+      window.__cbRoots = window.__cbRoots || {};
+      window.__cbRoots[selector] = root.host ? root : document;
+      return [...hit];
+    }
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) stack.push(el.shadowRoot);
+  }
+  return [];
+};
+window.__cbReadouts = () => window.__cbFind('[data-readout] .readout-value, [data-readout] .readout-delta')
+  .map(e => e.textContent).join('|');
+"""
+
+# Starts watching the readouts; resolves with the ms from now until their text differs.
+ARM_JS = """(timeoutMs) => {
+  const before = window.__cbReadouts();
+  const t0 = performance.now();
+  window.__cbDone = new Promise((resolve) => {
+    const poll = () => {
+      const now = performance.now();
+      if (window.__cbReadouts() !== before) return resolve(now - t0);
+      if (now - t0 > timeoutMs) return resolve(-1);
+      setTimeout(poll, 2);
+    };
+    poll();
+  });
+  return before;
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`panel serve app.py` on loopback, with this checkout first on the import path."""
+
+    def __init__(self, start_timeout: float):
+        self.port = free_port()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "127.0.0.1",
+             "--allow-websocket-origin", f"127.0.0.1:{self.port}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log: list[str] = []
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.log.append(line)
+                if "Bokeh app running at" in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(start_timeout):
+            self.stop()
+            raise RuntimeError("panel serve did not start:\n" + "".join(self.log[-20:]))
+        self.url = f"http://127.0.0.1:{self.port}/app"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class Feel:
+    """One open page, a CDP session on it, and a clock for websocket traffic."""
+
+    def __init__(self, page, quiet: float, timeout: float):
+        self.page, self.quiet, self.timeout = page, quiet, timeout
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.send("Performance.enable")
+        self.last_frame = time.monotonic()
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+        self.last_nodes = None
+
+    def _frame(self, _payload) -> None:
+        self.last_frame = time.monotonic()
+
+    def metrics(self) -> dict[str, float]:
+        got = {m["name"]: m["value"] for m in self.cdp.send("Performance.getMetrics")["metrics"]}
+        return {k: got.get(k, 0.0) for k in METRICS}
+
+    def settle(self) -> None:
+        """Wait until no websocket frame has arrived for `quiet` seconds (bounded by the timeout)."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(50)
+            if time.monotonic() - self.last_frame >= self.quiet:
+                return
+
+    def change(self, act) -> tuple[float, dict[str, float]]:
+        """(ms from the action until the readouts changed, browser work deltas until quiet)."""
+        self.settle()
+        before = self.metrics()
+        self.page.evaluate(ARM_JS, int(self.timeout * 1000))
+        act()
+        ms = self.page.evaluate("window.__cbDone")
+        self.settle()
+        after = self.metrics()
+        return ms, {k: after[k] - before[k] for k in METRICS}
+
+
+def actions(page):
+    """Each kind of change as a list of actions that alternate between two (or more) states."""
+    def button(css: str, label: str):
+        loc = page.locator(f"{css} button").filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+        return lambda: loc.click()
+
+    def key(css: str, which: str):
+        handle = page.locator(f"{css} .noUi-handle")
+        return lambda: (handle.focus(), page.keyboard.press(which))
+
+    steps = [button(".step-button", f"{i}. {t}") for i, t in
+             ((2, "Cap at 64"), (3, "Static batching"), (4, "Reserve up front"), (7, "Memory wall"), (1, "As shipped"))]
+    return {
+        "stop": [button(".stop-max_num_seqs", "64"), button(".stop-max_num_seqs", "256")],
+        "slider": [key(".ctl-pool_gib", "ArrowRight"), key(".ctl-pool_gib", "ArrowLeft")],
+        "toggle": [button(".ctl-allocation", "reserve up front"), button(".ctl-allocation", "on demand")],
+        "step": steps,
+    }
+
+
+def open_page(page, url: str) -> float:
+    """Open a fresh page at the defaults; seconds until its readouts and lanes are drawn."""
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.locator('[data-readout="throughput_tok_s"] .readout-value').wait_for()
+    page.locator(".lane-chart canvas").first.wait_for()
+    page.evaluate(FIND_JS)
+    return time.perf_counter() - t0
+
+
+def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float):
+    """(latencies, work deltas) of `repeats` changes of one kind after one warm-up, or why it failed."""
+    acts = actions(page)[kind]
+    latency, work = [], []
+    for i in range(repeats + 1):
+        if time.monotonic() > deadline:
+            return f"out of time after {i} changes (--budget)"
+        ms, delta = feel.change(acts[i % len(acts)])
+        if ms < 0:
+            return f"change {i} did not reach the readouts in {feel.timeout:g} s"
+        if i:  # the first change of each kind warms caches; not measured
+            latency.append(ms)
+            work.append(delta)
+    return latency, work
+
+
+def pct(values, q) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=10, help="measured changes of each kind")
+    ap.add_argument("--width", type=int, default=1280)
+    ap.add_argument("--height", type=int, default=800)
+    ap.add_argument("--quiet", type=float, default=0.6, help="seconds without a websocket frame = update done")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds one change may take")
+    ap.add_argument("--kinds", default="stop,slider,toggle,step")
+    ap.add_argument("--budget", type=float, default=600.0, help="seconds for the whole measurement")
+    args = ap.parse_args()
+
+    try:
+        from playwright.sync_api import Error as PlaywrightError, sync_playwright
+    except ImportError:
+        print("browser_feel: the playwright package is not installed (pip install -e '.[test]')", file=sys.stderr)
+        return 2
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        print(f"browser_feel: no Chromium at {CHROMIUM} (set $CHROMIUM)", file=sys.stderr)
+        return 2
+    try:
+        server = Server(start_timeout=120)
+    except RuntimeError as exc:
+        print(f"browser_feel: {exc}", file=sys.stderr)
+        return 2
+
+    rows, failed, load_s = {}, [], []
+    deadline = time.monotonic() + args.budget
+    try:
+        with sync_playwright() as p:
+            try:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            except Exception as exc:  # noqa: BLE001 - any launch failure is "cannot start"
+                print(f"browser_feel: Chromium did not start: {exc}", file=sys.stderr)
+                return 2
+            page = browser.new_page(viewport={"width": args.width, "height": args.height})
+            page.set_default_timeout(args.timeout * 1000)
+            feel = Feel(page, args.quiet, args.timeout)
+            for kind in args.kinds.split(","):
+                try:
+                    load_s.append(open_page(page, server.url))
+                    result = measure_kind(feel, page, kind, args.repeats, deadline)
+                except PlaywrightError as exc:  # a control that is not there, a page that broke
+                    failed.append(f"{kind}: {str(exc).splitlines()[0]}")
+                    continue
+                if isinstance(result, str):
+                    failed.append(f"{kind}: {result}")
+                else:
+                    rows[kind] = result
+            browser.close()
+    finally:
+        server.stop()
+
+    loads = ", ".join(f"{x:.1f}" for x in load_s)
+    print(f"browser_feel: {args.width}x{args.height}, {args.repeats} changes per kind, page loads {loads} s, "
+          f"{os.cpu_count()} CPUs")
+    head = (f"{'change':<8} {'click->readout ms':>19} {'task ms':>15} {'script ms':>15} {'recalc ms':>15} "
+            f"{'layout ms':>9} {'recalcs':>8} {'dNodes':>7}")
+    print(head)
+    print(f"{'':<8} {'median':>9} {'p95':>9} {'median':>7} {'p95':>7} {'median':>7} {'p95':>7} {'median':>7} "
+          f"{'p95':>7} {'median':>9} {'median':>8} {'median':>7}")
+    ok = not failed
+    for kind, (latency, work) in rows.items():
+        col = lambda k, scale=1000.0: [w[k] * scale for w in work]  # noqa: E731
+        task = col("TaskDuration")
+        print(f"{kind:<8} {statistics.median(latency):9.0f} {pct(latency, 95):9.0f} "
+              f"{statistics.median(task):7.0f} {pct(task, 95):7.0f} "
+              f"{statistics.median(col('ScriptDuration')):7.0f} {pct(col('ScriptDuration'), 95):7.0f} "
+              f"{statistics.median(col('RecalcStyleDuration')):7.0f} {pct(col('RecalcStyleDuration'), 95):7.0f} "
+              f"{statistics.median(col('LayoutDuration')):9.0f} {statistics.median(col('RecalcStyleCount', 1)):8.0f} "
+              f"{statistics.median(col('Nodes', 1)):7.0f}")
+    print("goals: click->readout p95 <= 300 ms for every kind; task (browser work per update) median <= 150 ms")
+    for line in failed:
+        print(f"FAILED {line}")
+    tracebacks = sum("Traceback" in line for line in server.log)
+    if tracebacks:
+        print(f"server logged {tracebacks} traceback(s); its log's tail:")
+        print("".join(server.log[-40:]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

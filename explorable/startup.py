@@ -1,0 +1,101 @@
+"""The first visit after an install: numba compiles the scheduler core (about 8 s of CPU with an empty cache,
+once; later processes load it from disk in a fraction of a second) and the default setting is run. That
+happens in a background thread, so the first reader sees a page at once, saying what is going on, and
+the explorable swaps itself in when it is ready. Every later page finds the work done and opens directly.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import threading
+from collections.abc import Callable
+
+import panel as pn
+
+from explorable import runs
+from explorable.assets import stylesheet
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_MS = 250  # how often a waiting page looks whether the simulator is ready
+# How long a first page waits for the simulator before it shows the placeholder: loading the compiled core
+# from numba's cache takes about 0.3 s, so a server restarted on an existing install opens pages directly.
+GRACE_S = 0.5
+
+_done = threading.Event()
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+
+
+def _prepare() -> None:
+    try:
+        runs.warm()  # compiles the numba core, or loads it from numba's cache, and runs the default setting
+    except Exception:  # the page will build anyway and show the problem where it always would
+        log.exception("preparing the simulator failed")
+    finally:
+        _done.set()
+
+
+def begin() -> None:
+    """Start preparing the simulator in the background, once per process; returns at once."""
+    global _thread
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_prepare, name="prepare-simulator", daemon=True)
+            _thread.start()
+
+
+def ready() -> bool:
+    return _done.is_set()
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until the simulator is prepared (starting it if need be); False if `timeout` ran out first."""
+    begin()
+    return _done.wait(timeout)
+
+
+def _warming_up() -> bool:
+    """`panel serve --warm` (and the /liveness page check) build a page with no server behind the session."""
+    doc = pn.state.curdoc
+    context = doc.session_context if doc is not None else None
+    return context is not None and context.server_context is None
+
+
+def placeholder(title: str = "") -> pn.viewable.Viewable:
+    heading = f'<h1 style="font-size:1.6rem;margin:8px 0 4px">{html.escape(title)}</h1>' if title else ""
+    return pn.Row(
+        pn.indicators.LoadingSpinner(value=True, size=28, margin=(14, 10)),
+        pn.pane.HTML(
+            f'<div class="preparing" data-preparing="1">{heading}<p><b>Preparing the simulator.</b> The first page '
+            "after an install compiles vLLM's scheduler rules to machine code, which takes a few seconds, once. "
+            "The explorable appears here by itself.</p></div>",
+            stylesheets=[stylesheet()], sizing_mode="stretch_width", margin=(0, 10),
+        ),
+        sizing_mode="stretch_width", margin=10,
+    )
+
+
+def first_page(build: Callable[[], pn.viewable.Viewable], title: str = "") -> pn.viewable.Viewable:
+    """The page to serve: `build()` once the simulator is ready; until then a placeholder that swaps it in."""
+    if _warming_up():
+        wait()  # --warm: the server starts listening only when the first page would open at once
+        return build()
+    if wait(GRACE_S):
+        return build()
+    pn.state.location  # create the page's Location from this request, for the link's settings  # noqa: B018
+    holder = pn.Column(placeholder(title), sizing_mode="stretch_width", margin=0)
+
+    def swap() -> None:
+        if not ready():
+            return
+        check.stop()
+        try:
+            holder.objects = [build()]
+        except Exception as exc:  # say so on the page rather than leave "preparing" up for ever
+            log.exception("building the page failed")
+            holder.objects = [pn.pane.HTML(f"<p>The explorable could not be built: {type(exc).__name__}. "
+                                           "Reload the page; if it persists, the server's log says why.</p>")]
+
+    check = pn.state.add_periodic_callback(swap, period=CHECK_EVERY_MS)
+    return holder

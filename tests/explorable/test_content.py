@@ -1,0 +1,108 @@
+"""What the page says: steps name what they set, a link is not a move, stops, modes, an oversized pool, the log."""
+from __future__ import annotations
+
+import re
+
+import panel as pn
+import pytest
+
+from explorable import logs_view
+from explorable.assets import is_current
+from explorable.controls import DECLARED_STOPS, Controls
+from explorable.guide import STEPS, Guide
+from explorable.layout import build_app
+from explorable.logs_view import LogView, log_lines
+from explorable.state import CONTROLS, ExplorableState, apply_query
+
+
+def shown_text(guide: Guide) -> str:
+    return re.sub(r"<[^>]+>", "", guide.text.object)
+
+
+@pytest.mark.parametrize("index", range(len(STEPS)), ids=[s.title for s in STEPS])
+def test_each_step_names_every_control_it_changes(index):
+    state = ExplorableState()
+    guide = Guide(state=state)
+    guide.go(index)
+    text = shown_text(guide)
+    for name in CONTROLS:
+        if getattr(state, name) != state.param[name].default:
+            assert state.param[name].label in text, (STEPS[index].title, name)
+
+
+def test_the_static_batching_step_says_it_reserves_up_front():
+    step = next(s for s in STEPS if s.title == "Static batching")
+    assert step.settings["allocation"] == "reserve" and "reserve" in step.text
+
+
+def test_a_link_to_a_state_that_is_no_step_has_no_moved_hint():
+    state = ExplorableState()
+    apply_query(state, {"max_num_seqs": "100", "pool_gib": "12"})
+    guide = Guide(state=state)
+    assert "moved" not in guide.text.object and "none of the steps" in guide.text.object
+    state.max_num_seqs = 101  # moving on from a state that was never a step is not leaving a step either
+    assert "moved" not in guide.text.object
+
+
+def test_moving_away_from_a_step_shows_the_hint():
+    state = ExplorableState()
+    guide = Guide(state=state)
+    guide.go(1)
+    assert "moved" not in guide.text.object
+    state.max_num_seqs = 100
+    assert "moved" in guide.text.object
+    state.max_num_seqs = 64  # back on step 2
+    assert "moved" not in guide.text.object
+
+
+def test_declared_max_tokens_has_one_click_stops():
+    state = ExplorableState(allocation="reserve")
+    buttons = [b for b in pn.panel(Controls(state=state)).select(pn.widgets.Button)
+               if "stop-declared_multiple" in b.css_classes]
+    assert [b.label for b in buttons] == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
+    buttons[0].clicks += 1
+    assert state.declared_multiple == 1.0 and is_current(buttons[0])
+    buttons[3].clicks += 1
+    assert state.declared_multiple == 8.0 and not is_current(buttons[0]) and is_current(buttons[3])
+
+
+def test_each_mode_names_its_production_setting():
+    sidebar = " ".join(p.object for p in pn.panel(Controls(state=ExplorableState())).select(pn.pane.HTML))
+    for name in ("GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH"):
+        assert name in sidebar
+    log = LogView(state=ExplorableState(allocation="reserve", unit="request", max_num_seqs=64)).pane.object
+    assert "GUARANTEED_NO_EVICT" in log and "STATIC_BATCH" in log
+
+
+def test_an_oversized_pool_is_run_and_said_in_the_sidebar_and_the_log():
+    state = ExplorableState()
+    controls, log = Controls(state=state), LogView(state=state)
+    assert not controls.pool_warning.visible and "at most about" not in log.pane.object
+    state.pool_gib = 64.0
+    assert state.run_error == "" and state.trace.config.pool_gib == 64.0
+    assert controls.pool_warning.visible and "53.7 GiB" in controls.pool_warning.object
+    assert "vLLM would size it at most about 53.7 GiB" in log.pane.object
+    state.gpu = "H200"  # 64 GiB fits beside the weights there
+    assert not controls.pool_warning.visible and "at most about" not in log.pane.object
+
+
+def test_every_serve_flag_in_the_log_view_has_its_comment():
+    state = ExplorableState(pool_gib=2.0, max_num_seqs=512)
+    text = LogView(state=state).pane.object
+    command = re.search(r'<div class="cmd">([^<]*)</div>', text).group(1)
+    for flag in re.findall(r"--[a-z-]+", command):
+        assert f"# {flag} " in text, flag
+
+
+def test_a_long_logs_hidden_lines_still_count_their_preemptions(monkeypatch):
+    monkeypatch.setattr(logs_view, "MAX_PERIODIC_LINES", 4)
+    state = ExplorableState(pool_gib=2.0, max_num_seqs=512)  # seven stats lines: two hidden
+    lines = log_lines(state.trace)
+    assert sum(1 for at, _ in lines if at is not None) == 5 and any(line.startswith("# 3 lines") for _, line in lines)
+    logged = sum(int(n) for _, line in lines for n in re.findall(r"Preemptions: (\d+)", line))
+    assert logged == state.summary["preemptions"]
+
+
+def test_the_page_builds_with_every_change():
+    page = build_app(ExplorableState(pool_gib=64.0, allocation="reserve", declared_multiple=2.0), sync=False)
+    assert page.views["controls"].pool_warning.visible

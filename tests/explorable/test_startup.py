@@ -1,0 +1,86 @@
+"""The first visit: a page at once while the simulator is prepared, the explorable swapped in when it is ready."""
+from __future__ import annotations
+
+import threading
+import types
+
+import panel as pn
+import pytest
+from bokeh.document import Document
+from panel.io.state import set_curdoc
+
+from explorable import startup
+
+
+class FakeCallback:
+    def __init__(self, fn):
+        self.fn, self.stopped = fn, False
+
+    def stop(self):
+        self.stopped = True
+
+
+@pytest.fixture
+def preparing(monkeypatch):
+    """The simulator not ready yet; periodic callbacks captured instead of scheduled."""
+    done = threading.Event()
+    callbacks = []
+    monkeypatch.setattr(startup, "_done", done)
+    monkeypatch.setattr(startup, "begin", lambda: None)
+    monkeypatch.setattr(startup, "GRACE_S", 0.01)
+    monkeypatch.setattr(pn.state, "add_periodic_callback",
+                        lambda fn, period=500, **_: callbacks.append(FakeCallback(fn)) or callbacks[-1])
+    return done, callbacks
+
+
+def test_the_first_page_says_it_is_preparing_and_swaps_the_explorable_in(preparing):
+    done, callbacks = preparing
+    built = []
+    page = startup.first_page(lambda: built.append(pn.pane.HTML("the explorable")) or built[-1], "A title")
+    text = page.objects[0].objects[1].object
+    assert built == [] and "Preparing the simulator" in text and ">A title</h1>" in text
+    (check,) = callbacks
+    check.fn()  # still preparing: nothing changes
+    assert built == [] and not check.stopped
+    done.set()
+    check.fn()
+    assert page.objects == built and check.stopped
+
+
+def test_a_page_that_cannot_be_built_says_so_instead_of_preparing_for_ever(preparing):
+    done, callbacks = preparing
+    page = startup.first_page(lambda: 1 / 0)
+    done.set()
+    callbacks[0].fn()
+    assert "could not be built: ZeroDivisionError" in page.objects[0].object
+
+
+def test_once_ready_pages_open_directly(preparing):
+    done, callbacks = preparing
+    done.set()
+    page = pn.pane.HTML("the explorable")
+    assert startup.first_page(lambda: page) is page and callbacks == []
+
+
+def test_panels_warm_up_waits_for_the_simulator_so_the_server_listens_ready(preparing, monkeypatch):
+    done, callbacks = preparing
+    doc = Document()
+    doc._session_context = lambda: types.SimpleNamespace(server_context=None)  # what --warm's session has
+    monkeypatch.setattr(startup, "wait", lambda timeout=None: done.set() or True)
+    page = pn.pane.HTML("the explorable")
+    with set_curdoc(doc):
+        assert startup.first_page(lambda: page) is page
+    assert done.is_set() and callbacks == []
+
+
+def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
+    from engine import RunConfig
+    from explorable import runs
+
+    monkeypatch.setattr(startup, "_done", threading.Event())
+    runs.run.cache_clear()
+    startup._prepare()
+    assert startup.ready()
+    hits = runs.run.cache_info().hits
+    runs.run(RunConfig())
+    assert runs.run.cache_info().hits == hits + 1  # the default run is already there
