@@ -13,7 +13,8 @@ from typing import Any
 
 import param
 
-from engine import GPUS, MODELS, RunConfig, Trace
+from engine import RunConfig, Trace
+from engine.settings import SETTINGS, parse_bool
 from engine.config import pool_beyond_gpu
 from explorable import runs
 
@@ -22,9 +23,6 @@ CONTROLS = (
     "max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread",
     "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
 )
-
-ALLOCATION_LABELS = {"on demand": "on-demand", "reserve up front": "reserve"}
-UNIT_LABELS = {"per pass": "pass", "per request": "request"}
 
 # The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
 # CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
@@ -36,46 +34,36 @@ PRODUCTION_NAMES = {
 }
 
 
+def control(name: str) -> param.Parameter:
+    """The control of RunConfig field `name`, from its one declaration (engine/settings.py): the field's
+    default, label and text, and the range this page offers (the declaration's `ui`, else the field's own)."""
+    s = SETTINGS[name]
+    common = {"default": getattr(RunConfig(), name), "label": s.label, "doc": s.doc or s.help}
+    if s.kind is bool:
+        return param.Boolean(**common)
+    if s.choices:
+        choices = s.ui or s.allowed()
+        return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
+                              **common)
+    lo, hi, step = s.ui or (s.lo, s.hi, None)
+    kind = param.Integer if s.kind is int else param.Number
+    return kind(bounds=(lo, hi), **({"step": step} if step else {}), **common)
+
+
 class ExplorableState(param.Parameterized):
     """The controls of one reader's page and the run they describe."""
 
-    # -- controls ---------------------------------------------------------------------------------
-    max_num_seqs = param.Integer(
-        default=256, bounds=(1, 1024), label="--max-num-seqs",
-        doc="vLLM's cap on running sequences. It only stops admission; nothing tries to reach it.",
-    )
-    pool_gib = param.Number(
-        default=16.0, bounds=(1.0, 80.0), step=0.5, label="KV cache pool (GiB)",
-        doc="GPU memory left for the KV cache after the weights. 16 GiB holds 116,496 tokens of Qwen3-8B.",
-    )
-    allocation = param.Selector(
-        default="on-demand", objects=ALLOCATION_LABELS, label="KV cache allocation",
-        doc="On demand: blocks as tokens arrive, evict when out (vLLM; TensorRT-LLM's MAX_UTILIZATION). Reserve: "
-        "prompt + declared max_tokens at admission, never evict (Orca; TensorRT-LLM's default, GUARANTEED_NO_EVICT).",
-    )
-    declared_multiple = param.Number(
-        default=4.0, bounds=(1.0, 8.0), step=0.5, label="declared max_tokens (x real output)",
-        doc="What clients ask for, as a multiple of what they really generate. Read only when reserving.",
-    )
-    unit = param.Selector(
-        default="pass", objects=UNIT_LABELS, label="scheduling unit",
-        doc="Every pass: refill a slot the moment it frees (continuous batching). Every request: run a "
-        "batch until its last member finishes (static batching; TensorRT-LLM's legacy STATIC_BATCH).",
-    )
-    spread = param.Number(
-        default=16.0, bounds=(1.0, 32.0), step=0.5, label="output-length spread (longest / shortest)",
-        doc="1x: every request generates 256 tokens. 16x: from about 50 to about 780. Total output is fixed.",
-    )
-    model = param.Selector(default="Qwen3-8B", objects=[m for m in MODELS if m != "tiny"], label="model")
-    gpu = param.Selector(default="H100 SXM", objects=list(GPUS), label="GPU")
-    max_num_batched_tokens = param.Integer(
-        default=8192, bounds=(1024, 65536), step=256, label="--max-num-batched-tokens",
-        doc="Token budget of one pass (chunked prefill). Must be at least --max-num-seqs.",
-    )
-    scheduler_reserve_full_isl = param.Boolean(
-        default=False, label="admit only if the whole prompt fits (vLLM v0.33 gate)",
-        doc="vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only.",
-    )
+    # -- controls: each RunConfig field's range, label and text come from engine/settings.py ----------
+    max_num_seqs = control("max_num_seqs")
+    pool_gib = control("pool_gib")
+    allocation = control("allocation")
+    declared_multiple = control("declared_multiple")
+    unit = control("unit")
+    spread = control("spread")
+    model = control("model")
+    gpu = control("gpu")
+    max_num_batched_tokens = control("max_num_batched_tokens")
+    scheduler_reserve_full_isl = control("scheduler_reserve_full_isl")
 
     # -- derived (not widgets, not in the URL) ----------------------------------------------------
     config = param.ClassSelector(class_=RunConfig, default=None, allow_None=True, precedence=-1, doc="config of `trace`")
@@ -149,9 +137,10 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
             return text
         if isinstance(text, (int, float)) and text in (0, 1):
             return bool(text)
-        if isinstance(text, str) and text.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-            return text.lower() in ("true", "1", "yes", "on")
-        raise ValueError("true or false")
+        try:
+            return parse_bool(text)
+        except (AttributeError, ValueError):
+            raise ValueError("true or false") from None
     if isinstance(p, param.Selector):
         choices = list(p.objects)
         labels = dict(p.names or {})  # display labels of a dict-declared Selector
