@@ -78,6 +78,7 @@ class Trace:
             np.zeros(0)
         )
         self.pass_end = self.pass_start + self.pass_duration
+        self._summary: dict[str, Any] | None = None
 
     # -- per pass ---------------------------------------------------------------------------------
     @property
@@ -139,6 +140,12 @@ class Trace:
         return int(self.output_per_pass.sum())
 
     def summary(self) -> dict[str, Any]:
+        """The figures everything quotes (SUMMARY_KEYS), computed once per trace."""
+        if self._summary is None:
+            self._summary = self._compute_summary()
+        return dict(self._summary)
+
+    def _compute_summary(self) -> dict[str, Any]:
         seqs = self.n_seqs
         held = self.held_slots.astype(np.float64)
         live = self.live_tokens.astype(np.float64)

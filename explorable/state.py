@@ -66,9 +66,7 @@ class ExplorableState(param.Parameterized):
     scheduler_reserve_full_isl = control("scheduler_reserve_full_isl")
 
     # -- derived (not widgets, not in the URL) ----------------------------------------------------
-    config = param.ClassSelector(class_=RunConfig, default=None, allow_None=True, precedence=-1, doc="config of `trace`")
     trace = param.ClassSelector(class_=Trace, default=None, allow_None=True, precedence=-1)
-    summary = param.Dict(default={}, precedence=-1)
     previous_summary = param.Dict(default=None, allow_None=True, precedence=-1, doc="the run before, for deltas")
     run_error = param.String(default="", precedence=-1, doc="why the current controls cannot run, or ''")
     notices = param.List(default=[], item_type=str, precedence=-1, doc="messages for the reader (bad link values)")
@@ -108,10 +106,17 @@ class ExplorableState(param.Parameterized):
             run_error="",
             pool_warning=f"{warning[0].upper()}{warning[1:]}." if warning else "",
             previous_summary=self.summary or None,
-            config=cfg,
-            summary=trace.summary(),
             trace=trace,  # last: views watch `trace` and read the rest
         )
+
+    # -- derived from the trace on screen ----------------------------------------------------------
+    @property
+    def config(self) -> RunConfig | None:
+        return self.trace.config if self.trace is not None else None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.trace.summary() if self.trace is not None else {}
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
