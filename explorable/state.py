@@ -3,18 +3,16 @@
 No Panel here. The controls are parameters (bounds and labels declared once, widgets generated from them,
 the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
 the previous summary kept for the readouts' deltas. A setting the engine refuses never raises: it becomes
-`run_error` and the last good run stays on screen. Link values are checked one by one (`apply_query`).
+`run_error` and the last good run stays on screen. Links are read and written in `explorable.url`.
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
 import param
 
 from engine import RunConfig, Trace
-from engine.settings import SETTINGS, parse_bool
+from engine.settings import SETTINGS
 from engine.config import pool_beyond_gpu
 from explorable import runs
 
@@ -130,91 +128,3 @@ class ExplorableState(param.Parameterized):
 
     def dismiss_notices(self) -> None:
         self.notices = []
-
-
-# -- link values ----------------------------------------------------------------------------------
-def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
-    """Turn a link value into a valid value of control `name`, or raise ValueError saying what is allowed."""
-    p = state.param[name]
-    text = raw.strip() if isinstance(raw, str) else raw
-    if isinstance(p, param.Boolean):
-        if isinstance(text, bool):
-            return text
-        if isinstance(text, (int, float)) and text in (0, 1):
-            return bool(text)
-        try:
-            return parse_bool(text)
-        except (AttributeError, ValueError):
-            raise ValueError("true or false") from None
-    if isinstance(p, param.Selector):
-        choices = list(p.objects)
-        labels = dict(p.names or {})  # display labels of a dict-declared Selector
-        for choice in choices:
-            if isinstance(text, str) and text.lower() == str(choice).lower():
-                return choice
-        for label, choice in labels.items():
-            if isinstance(text, str) and text.lower() == label.lower():
-                return choice
-        raise ValueError("one of " + ", ".join(str(c) for c in choices))
-    lo, hi = p.bounds
-    is_int = isinstance(p, param.Integer)
-    what = f"{'a whole number' if is_int else 'a number'} from {lo:,g} to {hi:,g}"
-    if isinstance(text, bool):
-        raise ValueError(what)
-    try:
-        number = float(text)
-    except (TypeError, ValueError, OverflowError):  # float(10**400) overflows
-        raise ValueError(what) from None
-    if not math.isfinite(number) or not lo <= number <= hi or (is_int and not number.is_integer()):
-        raise ValueError(what)
-    return int(number) if is_int else number
-
-
-def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
-    """Apply a link's query to the controls; each bad value falls back to the default with a notice.
-
-    Never raises. Unknown names are ignored (a course page may add its own). If the values are each fine
-    but the mix cannot run (a pool too small for what it must reserve), the values the engine names fall
-    back, and failing that every value from the link.
-    """
-    notices: list[str] = []
-    accepted: dict[str, Any] = {}
-    for name in CONTROLS:
-        if name not in query:
-            continue
-        raw = query[name]
-        if isinstance(raw, (list, tuple)):  # ?x=1&x=2: the last one wins, as in most servers
-            raw = raw[-1] if raw else ""
-        try:
-            accepted[name] = parse_control(state, name, raw)
-        except ValueError as exc:
-            default = state.param[name].default
-            notices.append(
-                f"The link set {name} to {_show(raw)}, which is not {exc}; using the default, {default}."
-            )
-    merged = {**state.control_values(), **accepted}
-    problem = runs.config_problem(_as_config_fields(merged))
-    while problem and accepted:
-        named = [n for n in accepted if n in problem] or list(accepted)
-        for n in named:
-            merged[n] = state.param[n].default
-            accepted.pop(n)
-        notices.append(
-            f"The link's settings cannot run ({problem}); "
-            f"using the default{'s' if len(named) > 1 else ''} for {', '.join(named)}."
-        )
-        problem = runs.config_problem(_as_config_fields(merged))
-    if accepted:
-        state.param.update(**accepted)
-    for text in notices:
-        state.add_notice(text)
-    return notices
-
-
-def _as_config_fields(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: float(v) if k in ("pool_gib", "declared_multiple", "spread") else v for k, v in values.items()}
-
-
-def _show(raw: Any) -> str:
-    text = raw if isinstance(raw, str) else repr(raw)
-    return repr(text[:40] + ("..." if len(text) > 40 else ""))
