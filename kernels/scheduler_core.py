@@ -76,7 +76,7 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
 
     `blocks` holds the ring of freed ids (never more than the workload can use at once: STATE[RING_CAP])
     followed by each request's block table, with room for the most blocks it can ever hold (its last
-    token is never fed back).
+    token is never fed back); without P_BLOCK_IDS nothing is named, so `blocks` is a stub.
     """
     n = prompt_len.shape[0]
     bs = params[P_BLOCK_SIZE]
@@ -101,7 +101,7 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
     state[RING_CAP] = cap
     queues = np.zeros((2, n), dtype=np.int64)
     queues[WAIT_Q] = np.arange(n)
-    return req, state, queues, np.zeros(start, dtype=np.int64)
+    return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
