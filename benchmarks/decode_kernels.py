@@ -84,6 +84,7 @@ def pass_launches(use_triton: bool, num_layers: int, prompts: int, batch: int = 
     `prompts` whole 24-token prompts."""
     from dataclasses import replace
 
+    from engine.live.backend import TORCH, triton_kernels
     from engine.live.kv_cache import PagedKVCache
     from engine.live.qwen3 import build_model
     from engine.live.runner import ModelRunner, PassInput
@@ -92,8 +93,8 @@ def pass_launches(use_triton: bool, num_layers: int, prompts: int, batch: int = 
     spec = replace(MODELS["tiny"], num_layers=num_layers)
     model = build_model(spec, "cpu", torch.bfloat16)
     cache = PagedKVCache(spec, 64, 16, "cpu", torch.bfloat16)
-    runner = ModelRunner(model, cache, max_num_seqs=batch + prompts, max_model_len=256, use_triton=use_triton,
-                         use_cuda_graphs=False)
+    runner = ModelRunner(model, cache, max_num_seqs=batch + prompts, max_model_len=256,
+                         kernels=triton_kernels() if use_triton else TORCH, use_cuda_graphs=False)
     tables = [[1 + 2 * i, 2 + 2 * i] for i in range(batch + prompts)]
     step = PassInput([np.array([7])] * batch + [np.arange(24)] * prompts, [20] * batch + [0] * prompts, tables,
                      [True] * (batch + prompts))

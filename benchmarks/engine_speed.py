@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine import RunConfig, simulate  # noqa: E402
-from engine.reference import ReferenceScheduler  # noqa: E402
+from tests.engine.reference import ReferenceScheduler  # noqa: E402
 
 FRESH = (
     "import time; t0 = time.perf_counter(); from engine import RunConfig, simulate; t1 = time.perf_counter(); "

@@ -227,7 +227,7 @@ def stage_environment(ctx: Context) -> dict:
         import torch
     except ImportError:
         raise StageFailed("torch is not installed; nothing can run") from None
-    from engine.live.executor import live_available
+    from engine.live.device import live_available
 
     ctx.torch = torch
     info = versions(torch)
@@ -312,9 +312,9 @@ def stage_kernel_check(ctx: Context) -> dict:
     """Every Triton kernel of the live model against its torch reference (engine/live/kernel_check.py)."""
     if ctx.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise StageSkipped("a CPU run checks Triton kernels only under TRITON_INTERPRET=1")
-    from engine.live.executor import _triton_importable
+    from engine.live.backend import triton_importable
 
-    if not _triton_importable():
+    if not triton_importable():
         raise StageSkipped("triton is not importable here: live runs use the torch ops")
     from engine.live.kernel_check import kernel_errors, tolerance
 
@@ -355,21 +355,20 @@ def stage_decode_roofline(ctx: Context) -> dict:
 def decode_passes(ctx: Context, batches: list[int], seq_len: int, repeats: int) -> list[dict]:
     """Median GPU and wall time of a whole decode pass (graph replay + lm_head + argmax) per batch size;
     each size guarded on its own, and the sizes left when the budget runs short are skipped."""
-    from engine.live.executor import _triton_importable
+    from engine.live.backend import TORCH, choose_kernels
     from engine.live.kv_cache import PagedKVCache
     from engine.live.qwen3 import build_model
     from engine.live.runner import ModelRunner, PassInput
-    from engine.live.weights import count_params
 
     torch, device, dtype, spec = ctx.torch, ctx.device, ctx.dtype, ctx.spec
     block = 16
     embedding = spec.vocab_size * spec.hidden_size
     # Every weight is read once per pass except the embedding (B rows); a tied lm_head reads it whole.
-    weight_bytes = (count_params(spec) - (0 if spec.tie_word_embeddings else embedding)) * spec.dtype_bytes
+    weight_bytes = (spec.num_params - (0 if spec.tie_word_embeddings else embedding)) * spec.dtype_bytes
     per_seq = -(-(seq_len + 1) // block)
     rows: list[dict] = []
     if device.type == "cuda":  # drop batch sizes whose KV would not fit beside the weights
-        room = torch.cuda.mem_get_info(device)[0] - count_params(spec) * spec.dtype_bytes - (6 << 30)
+        room = torch.cuda.mem_get_info(device)[0] - spec.weight_bytes - (6 << 30)
         fits = [b for b in batches if b * per_seq * block * spec.kv_bytes_per_token <= room] or batches[:1]
         rows += [{"batch": b, "skipped": "KV does not fit beside the weights"} for b in batches if b not in fits]
         batches = fits
@@ -379,7 +378,7 @@ def decode_passes(ctx: Context, batches: list[int], seq_len: int, repeats: int) 
     cache.kv.normal_(0, 1)  # attention over real-looking keys, not zeros
     graphs = device.type == "cuda"
     runner = ModelRunner(model, cache, max_num_seqs=max(batches), max_model_len=seq_len + block,
-                         use_triton=graphs and _triton_importable(), use_cuda_graphs=False)
+                         kernels=choose_kernels(device) if graphs else TORCH, use_cuda_graphs=False)
     if graphs:
         runner.prepare_static_decode(sorted(batches))
         runner.warm_up()
@@ -485,9 +484,9 @@ def describe_run(ctx: Context, cfg: RunConfig, trace, run_s: float) -> dict:
     """A live run's figures: both clocks, host time, the preset's prediction, each pass kind vs the roofline."""
     from engine.live.evaluate import by_pass_kind, score
 
-    extra = trace.extra
+    live, passes = trace.live, trace.live.passes
     summary = trace.summary()
-    loop_s = float(np.sum(extra["wall_ms"])) / 1e3
+    loop_s = float(np.sum(passes.wall_ms)) / 1e3
     bw, flops, source = roofline_constants(ctx)
     out = trace.output_tokens
     return {
@@ -498,19 +497,19 @@ def describe_run(ctx: Context, cfg: RunConfig, trace, run_s: float) -> dict:
         "output_tokens": out,
         "trace_digest": trace.digest,
         "digest_matches_simulator": trace.digest == simulate(cfg).digest,
-        "gpu_tok_s": extra["measured_tok_s"],
-        "wall_tok_s": extra["wall_tok_s"],
-        "gpu_ms_per_pass": extra["gpu_ms_per_pass"],
-        "wall_ms_per_pass": extra["wall_ms_per_pass"],
-        "host_ms_per_pass": extra["host_ms_per_pass"],
+        "gpu_tok_s": live.measured_tok_s,
+        "wall_tok_s": live.wall_tok_s,
+        "gpu_ms_per_pass": live.gpu_ms_per_pass,
+        "wall_ms_per_pass": live.wall_ms_per_pass,
+        "host_ms_per_pass": live.host_ms_per_pass,
         "run_s": run_s,
         "setup_s": run_s - loop_s,
-        "cuda_graph_passes": extra["cuda_graph_passes"],
-        "attention": extra["attention"],
-        "kernels": extra["kernels"],
-        "predicted_by_preset": {"gpu": cfg.gpu, **score(extra["predicted_ms"] / 1e3, extra["gpu_ms"] / 1e3, out)},
+        "cuda_graph_passes": live.cuda_graph_passes,
+        "attention": live.attention,
+        "kernels": live.kernels,
+        "predicted_by_preset": {"gpu": cfg.gpu, **score(passes.predicted_ms / 1e3, passes.gpu_ms / 1e3, out)},
         "roofline": {"bandwidth_gb_s": bw / GB, "tflop_s": flops / 1e12, "bandwidth_from": source},
-        "pass_kinds": by_pass_kind(extra, bw, flops),
+        "pass_kinds": by_pass_kind(passes, bw, flops),
     }
 
 
@@ -519,9 +518,9 @@ def calibrated_scores(ctx: Context, trace) -> dict:
     from engine.live.calibrate import CLOCKS, predict_seconds
     from engine.live.evaluate import score
 
-    extra = trace.extra
-    return {clock: {"preset": fit.name, **score(predict_seconds(extra["pass_bytes"], extra["pass_flops"], fit),
-                                                np.asarray(extra[CLOCKS[clock]]) / 1e3, trace.output_tokens)}
+    passes = trace.live.passes
+    return {clock: {"preset": fit.name, **score(predict_seconds(passes.pass_bytes, passes.pass_flops, fit),
+                                                np.asarray(getattr(passes, CLOCKS[clock])) / 1e3, trace.output_tokens)}
             for clock, fit in ctx.fits.items()}
 
 
@@ -541,7 +540,7 @@ def stage_default_run(ctx: Context) -> dict:
     trace, run_s = live_run(ctx, cfg)
     run = describe_run(ctx, cfg, trace, run_s)
     ctx.default_trace, ctx.setup_s = trace, run["setup_s"]
-    ctx.wall_ratio = float(np.sum(trace.extra["wall_ms"]) / np.sum(trace.extra["predicted_ms"]))
+    ctx.wall_ratio = float(np.sum(trace.live.passes.wall_ms) / np.sum(trace.live.passes.predicted_ms))
     print_run(run)
     if not run["digest_matches_simulator"]:
         raise StageFailed("the live schedule differs from the simulator's", run)
@@ -563,11 +562,11 @@ def stage_calibration(ctx: Context) -> dict:
     result["in_sample"] = calibrated_scores(ctx, trace)
     # Eager mixed passes (launch gaps) can inflate the fitted overhead; the same fit on decode-only passes
     # alone says by how much.
-    extra = trace.extra
-    decode = np.asarray(extra["pass_kind"]) == 0
+    passes = trace.live.passes
+    decode = np.asarray(passes.pass_kind) == 0
     if decode.sum() >= 3:
-        fit = fit_pass_times(np.asarray(extra["pass_bytes"])[decode], np.asarray(extra["pass_flops"])[decode],
-                             np.asarray(extra["gpu_ms"])[decode] / 1e3, fits["gpu"])
+        fit = fit_pass_times(passes.pass_bytes[decode], passes.pass_flops[decode], passes.gpu_ms[decode] / 1e3,
+                             fits["gpu"])
         result["gpu_decode_only"] = {"overhead_ms": 1e3 * fit.overhead_s, "bandwidth_gb_s": fit.bandwidth / GB,
                                      "fit_rms_pct": 100 * fit.rms_rel_error, "passes": fit.num_passes}
     g = result["gpu"]

@@ -1,6 +1,6 @@
 """`python -m engine run | sweep | live`: the figures a course author quotes, from the command line.
 
-Every `run` flag is the RunConfig field of the same name in snake_case. Bad input prints one line on
+Every `run` flag is a RunConfig field (declared once, in engine/settings.py) plus the output options. Bad input prints one line on
 stderr and exits 2; nothing here prints a traceback for a user's mistake. Output paths are checked before
 any work, and output files are written whole or not at all (engine/outputs.py).
 """
@@ -10,18 +10,16 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import fields
 from typing import Any, Sequence
 
 from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.logs import periodic_log_line, startup_log_line
 from engine.outputs import check_output_path
-from engine.presets import GPUS, MODELS
+from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
 from engine.workload import WorkloadError
 
 _DEFAULTS = RunConfig()
-_FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,46 +39,23 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
-    d = _DEFAULTS
-    p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs,
-                   help="vLLM --max-num-seqs: the most sequences running at once (admission cap)")
-    p.add_argument("--pool-gib", type=float, default=d.pool_gib, help="KV cache pool in GiB")
-    p.add_argument("--allocation", choices=["on-demand", "reserve"], default=d.allocation,
-                   help="on-demand (vLLM: blocks as tokens arrive, may preempt) or reserve (Orca: prompt + "
-                        "declared max_tokens at admission, never preempts)")
-    p.add_argument("--declared-multiple", type=float, default=d.declared_multiple,
-                   help="declared max_tokens = K x real output length (read only with --allocation reserve)")
-    p.add_argument("--unit", choices=["pass", "request"], default=d.unit,
-                   help="scheduling unit: per pass (continuous) or per request (static batching)")
-    p.add_argument("--spread", type=float, default=d.spread, help="output-length max/min ratio, total held constant")
-    p.add_argument("--max-num-batched-tokens", type=int, default=d.max_num_batched_tokens,
-                   help="vLLM --max-num-batched-tokens: token budget of one pass (chunked prefill)")
-    p.add_argument("--block-size", type=int, default=d.block_size, help="tokens per KV cache block (vLLM --block-size)")
-    p.add_argument("--requests", type=int, default=d.requests,
-                   help="requests in the generated workload, all queued at 0 s (ignored with --workload)")
-    p.add_argument("--seed", type=int, default=d.seed,
-                   help="seed of the generated workload's order (same seed, same bits)")
-    p.add_argument("--model", default=d.model, help=f"one of: {', '.join(MODELS)}")
-    p.add_argument("--gpu", default=d.gpu, help=f"one of: {', '.join(GPUS)}")
-    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
-                   help="total KV blocks incl. the null block (vLLM's meaning); overrides --pool-gib")
-    p.add_argument("--scheduler-reserve-full-isl", action="store_true",
-                   help="v0.33's admission gate: the whole prompt must fit in free blocks")
-    p.add_argument("--max-model-len", type=int, default=None,
-                   help="vLLM --max-model-len: longest prompt + output one request may have "
-                        "(default: the model's own limit)")
-    p.add_argument("--workload", default=None,
-                   help="CSV (header prompt_len,output_len) or JSON workload file, at most 1 MiB and 4096 requests "
-                        "(default: generated from --requests, --spread, --seed)")
+    """One flag per RunConfig field, from its declaration in engine/settings.py, then the output options."""
+    for s in SETTINGS.values():
+        default = getattr(_DEFAULTS, s.name)
+        if s.kind is bool:
+            p.add_argument(s.flag, action="store_true", help=s.help)
+        elif s.kind is str and s.choices and not callable(s.choices):
+            p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
+        else:
+            listed = f" (one of: {', '.join(map(str, s.allowed()))})" if callable(s.choices) else ""
+            p.add_argument(s.flag, type=None if s.kind is str else s.kind, default=default, help=s.help + listed)
     if trace_out:
         p.add_argument("--trace-out", default=None, help="write the per-pass schedule as JSON to this file (default: none written)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> RunConfig:
-    values = {name: getattr(args, name) for name in _FIELD_TYPES if hasattr(args, name)}
-    values.update(overrides)
-    return RunConfig(**values)
+    return RunConfig(**{**{name: getattr(args, name) for name in SETTINGS}, **overrides})
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -125,26 +100,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_value(name: str, text: str) -> Any:
-    kind = _FIELD_TYPES[name]
-    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
-    try:
-        if kind.startswith("int"):
-            return int(text)
-        if kind.startswith("float"):
-            return float(text)
-        if kind.startswith("bool"):
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-    except ValueError:
-        raise ConfigError(f"{name}: {text!r} is not a valid {kind.split(' ')[0]}") from None
-    return text
-
-
-_SWEEPABLE = [f.name for f in fields(RunConfig) if f.name not in ("workload", "trace_out", "json")]
+_SWEEPABLE = [name for name in SETTINGS if name != "workload"]
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -158,7 +114,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"--values takes at most 64 values, got {len(texts)}")
     rows = []
     for text in texts:
-        cfg = config_from_args(args, **{name: _parse_value(name, text)})
+        cfg = config_from_args(args, **{name: SETTINGS[name].parse(text)})
         rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
         if warning := pool_beyond_gpu(cfg):
             print(f"warning: {warning}", file=sys.stderr)

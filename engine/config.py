@@ -1,7 +1,7 @@
 """RunConfig: one frozen, validated description of a run (scheduler settings, pool, workload, model, GPU).
 
-Defaults are the course article's scenario. Every `python -m engine run` flag is a field of the same
-name; every field is checked here, and a bad one raises `ConfigError` naming it and its allowed range.
+Defaults are the course article's scenario. Each field's range, label and help are declared once, in
+`engine/settings.py`; a bad value raises `ConfigError` naming the field and its allowed range.
 """
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ from typing import Any
 import numpy as np
 
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
-from engine.workload import MAX_WORKLOAD_REQUESTS, Workload, generate_workload, load_workload
+from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
+from engine.workload import Workload, generate_workload, load_workload
+from kernels.scheduler_core import cdiv
 
-ALLOCATIONS = ("on-demand", "reserve")
-UNITS = ("pass", "request")
-BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GIB = 1 << 30
-
-
-class ConfigError(ValueError):
-    """A setting outside its allowed range; the message names the setting and the range."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +30,7 @@ class RunConfig:
     max_num_batched_tokens: int = 8192
     block_size: int = 16
     requests: int = 256
-    seed: int = 1  # see engine/workload.py: draw 1 sits inside every calibration tolerance
+    seed: int = 1  # the draw the article's figures were calibrated on (tests/engine/test_calibration.py)
     model: str = DEFAULT_MODEL
     gpu: str = DEFAULT_GPU
     num_gpu_blocks_override: int | None = None
@@ -43,9 +38,6 @@ class RunConfig:
     # A workload file (CSV/JSON) or an in-memory Workload; None generates one from requests/spread/seed.
     workload: str | Workload | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
-    # Output options of the CLI; they do not change the run.
-    trace_out: str | None = None
-    json: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -83,6 +75,10 @@ class RunConfig:
     def usable_blocks(self) -> int:
         return self.num_gpu_blocks - 1
 
+    def blocks_for(self, tokens):
+        """KV blocks that hold `tokens` tokens (an int or an array)."""
+        return cdiv(tokens, self.block_size)
+
     def build_workload(self) -> Workload:
         if isinstance(self.workload, Workload):
             return self.workload
@@ -101,48 +97,9 @@ class RunConfig:
         return out
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an integer in {lo:,}..{hi:,}, got {value!r}")
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name} must be in {lo:,}..{hi:,}, got {value:,}")
-
-
-def _check_float(name: str, value: Any, lo: float, hi: float, lo_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{name} must be a number in {lo:g}..{hi:g}, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v <= lo):
-        bracket = "(" if lo_open else "["
-        raise ConfigError(f"{name} must be in {bracket}{lo:g}, {hi:g}], got {value!r}")
-
-
-def _check_choice(name: str, value: Any, choices: tuple | list) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
-
-
 def _validate(cfg: RunConfig) -> None:
-    _check_int("max_num_seqs", cfg.max_num_seqs, 1, 4096)
-    _check_float("pool_gib", cfg.pool_gib, 0.0, 1024.0, lo_open=True)
-    _check_choice("allocation", cfg.allocation, ALLOCATIONS)
-    _check_float("declared_multiple", cfg.declared_multiple, 1.0, 64.0)
-    _check_choice("unit", cfg.unit, UNITS)
-    _check_float("spread", cfg.spread, 1.0, 64.0)
-    _check_int("max_num_batched_tokens", cfg.max_num_batched_tokens, 1, 1 << 20)
-    _check_choice("block_size", cfg.block_size, BLOCK_SIZES)
-    _check_int("requests", cfg.requests, 1, MAX_WORKLOAD_REQUESTS)
-    _check_int("seed", cfg.seed, 0, 2**32 - 1)
-    _check_choice("model", cfg.model, list(MODELS))
-    _check_choice("gpu", cfg.gpu, list(GPUS))
-    if cfg.num_gpu_blocks_override is not None:
-        _check_int("num_gpu_blocks_override", cfg.num_gpu_blocks_override, 2, 1 << 26)
-    if cfg.max_model_len is not None:
-        _check_int("max_model_len", cfg.max_model_len, 2, 1 << 24)
-    if not isinstance(cfg.scheduler_reserve_full_isl, (bool, np.bool_)):
-        raise ConfigError(f"scheduler_reserve_full_isl must be true or false, got {cfg.scheduler_reserve_full_isl!r}")
-    if cfg.workload is not None and not isinstance(cfg.workload, (str, Workload)):
-        raise ConfigError("workload must be a file path or a Workload")
+    for setting in SETTINGS.values():
+        setting.check(getattr(cfg, setting.name))
     # vLLM's own check (SchedulerConfig): the per-pass token budget must cover one token per sequence.
     if cfg.max_num_batched_tokens < cfg.max_num_seqs:
         raise ConfigError(
@@ -174,11 +131,11 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
     kv = cfg.model_spec.kv_bytes_per_token
     if cfg.allocation == "reserve":
         declared = declared_max_tokens(cfg, workload)
-        need_blocks = int((-(-(workload.prompt_len + declared) // bs)).max())
+        need_blocks = int(cfg.blocks_for(workload.prompt_len + declared).max())
         what = "reserve prompt + declared max_tokens for its largest request"
     else:
         # The last sampled token is never fed back, so a request peaks at prompt + output - 1 tokens of KV.
-        need_blocks = int((-(-(workload.prompt_len + workload.output_len - 1) // bs)).max())
+        need_blocks = int(cfg.blocks_for(workload.prompt_len + workload.output_len - 1).max())
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
         if cfg.num_gpu_blocks_override is not None:

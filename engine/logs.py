@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.config import RunConfig
-from engine.trace import Trace, max_concurrency
-from kernels import scheduler_core as core
+from engine.trace import Event, Trace, max_concurrency
 
 LOG_STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL default
 
@@ -29,10 +28,10 @@ def startup_error(cfg: RunConfig) -> str | None:
     The simulator still runs such a config (its workload fits); the explorable shows what vLLM would say.
     """
     length = cfg.served_max_model_len
-    if -(-length // cfg.block_size) <= cfg.usable_blocks:
+    if cfg.blocks_for(length) <= cfg.usable_blocks:
         return None
     kv = cfg.model_spec.kv_bytes_per_token
-    needed = -(-length // cfg.block_size) * cfg.block_size * kv / 2**30
+    needed = cfg.blocks_for(length) * cfg.block_size * kv / 2**30
     available = cfg.usable_blocks * cfg.block_size * kv / 2**30
     estimate = cfg.usable_blocks * cfg.block_size
     return (
@@ -94,18 +93,17 @@ def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTE
     elapsed = at_s - lo
     in_window = (trace.pass_end > lo) & (trace.pass_end <= at_s)
     # Like vLLM v0.33: a prompt counts once, at its first token; re-prefills after preemption do not.
-    first = trace.events_of(core.EV_FIRST_TOKEN)
+    first = trace.events_of(Event.FIRST_TOKEN)
     prompt_tokens = float(trace.workload.prompt_len[first[in_window[first[:, 0]], 1]].sum())
-    gen_tokens = float(trace.passes[in_window, core.PASS_OUTPUT].sum())
+    gen_tokens = float(trace.output_per_pass[in_window].sum())
     last = int(np.searchsorted(trace.pass_start, at_s, side="right")) - 1
     last = max(last, 0)
-    row = trace.passes[last]
     return {
         "prompt_tok_s": prompt_tokens / elapsed if elapsed > 0 else 0.0,
         "gen_tok_s": gen_tokens / elapsed if elapsed > 0 else 0.0,
-        "running": int(row[core.PASS_RUNNING]),
-        "waiting": int(row[core.PASS_WAITING]),
-        "preemptions": int(trace.passes[in_window, core.PASS_PREEMPTED].sum()),
+        "running": int(trace.running[last]),
+        "waiting": int(trace.waiting[last]),
+        "preemptions": int(trace.preempted_per_pass[in_window].sum()),
         "kv_usage": float(trace.kv_usage[last]),
     }
 

@@ -21,12 +21,17 @@ class ModelSpec:
     hidden_size: int
     intermediate_size: int
     vocab_size: int
-    num_params: float  # total parameters, embedding and untied lm_head included
     max_model_len: int  # max_position_embeddings in the model's config.json
+    # Total parameters, embedding and untied lm_head included: 0 means count_params() of these shapes.
+    num_params: float = 0.0
     dtype_bytes: int = 2  # bf16
     tie_word_embeddings: bool = False
     rope_theta: float = 1_000_000.0
     rms_norm_eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if not self.num_params:
+            object.__setattr__(self, "num_params", float(count_params(self)))
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -41,6 +46,15 @@ class ModelSpec:
     def attention_flops_per_pair(self) -> float:
         """FLOPs per query-key pair over all layers: QK^T and PV, 2 FLOPs per MAC each."""
         return 4.0 * self.num_layers * self.num_q_heads * self.head_dim
+
+
+def count_params(spec: ModelSpec) -> int:
+    """Exact parameter count of the Qwen3 layout for these shapes (embedding and untied lm_head included)."""
+    h, i, d = spec.hidden_size, spec.intermediate_size, spec.head_dim
+    attention = h * d * (2 * spec.num_q_heads + 2 * spec.num_kv_heads) + 2 * d
+    per_layer = attention + 3 * h * i + 2 * h
+    head = 0 if spec.tie_word_embeddings else spec.vocab_size * h
+    return spec.num_layers * per_layer + spec.vocab_size * h + head + h
 
 
 @dataclass(frozen=True)
@@ -58,27 +72,28 @@ class GPUSpec:
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
-# Hugging Face config.json of each model; parameter counts summed from the safetensors index.
+# Hugging Face config.json of each model. The article's models carry their published parameter count
+# (count_params of their shapes, rounded to three figures: the cost model was fitted with these);
+# the others count their own.
 MODELS: dict[str, ModelSpec] = {
     "Qwen3-8B": ModelSpec(
         name="Qwen3-8B", num_layers=36, num_q_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
-        intermediate_size=12288, vocab_size=151_936, num_params=8.19e9, max_model_len=40_960,
+        intermediate_size=12288, vocab_size=151_936, max_model_len=40_960, num_params=8.19e9,
     ),
     "Llama-3.1-8B": ModelSpec(
         name="Llama-3.1-8B", num_layers=32, num_q_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
-        intermediate_size=14336, vocab_size=128_256, num_params=8.03e9, max_model_len=131_072,
+        intermediate_size=14336, vocab_size=128_256, max_model_len=131_072, num_params=8.03e9,
         rope_theta=500_000.0, rms_norm_eps=1e-5,
     ),
     "Qwen3-0.6B": ModelSpec(
         name="Qwen3-0.6B", num_layers=28, num_q_heads=16, num_kv_heads=8, head_dim=128, hidden_size=1024,
-        intermediate_size=3072, vocab_size=151_936, num_params=0.596e9, max_model_len=40_960,
+        intermediate_size=3072, vocab_size=151_936, max_model_len=40_960, num_params=0.596e9,
         tie_word_embeddings=True,
     ),
     # Small enough to run forward passes on a CPU in tests; the shapes are arbitrary but Qwen3-like (GQA 4:1).
     "tiny": ModelSpec(
         name="tiny", num_layers=2, num_q_heads=4, num_kv_heads=2, head_dim=16, hidden_size=64,
-        intermediate_size=128, vocab_size=256, num_params=2 * 64 * 256 + 2 * (4 * 64 * 64 + 3 * 64 * 128),
-        max_model_len=4096,
+        intermediate_size=128, vocab_size=256, max_model_len=4096,
     ),
 }
 

@@ -1,17 +1,29 @@
-"""The step-at-a-time scheduler: vLLM's schedule() / update_from_output() over the numba core's tables.
+"""The scheduler boundary: vLLM's schedule() / update_from_output() over the numba core's tables.
 
-An executor asks `schedule()` for a `StepPlan`, runs it (on a simulated clock or a real GPU), then hands
-it back to `complete()`. Both executors therefore obey one set of rules, and produce one `trace_digest`.
+The core owns the scheduling state and the block tables. An executor asks `schedule()` for a `StepPlan`
+(who runs, how many tokens on top of how many, who samples, which blocks each holds), runs it on some
+clock, and hands it back to `complete()` with the pass's duration. The scheduler keeps the run's record
+and turns it into the `Trace`. Nothing outside `engine/` reads the core's arrays.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from engine.config import RunConfig, check_servable, declared_max_tokens
+from engine.trace import Trace, format_digest
 from engine.workload import Workload
 from kernels import scheduler_core as core
+
+# Safety cap: progress is guaranteed (the oldest running request can always evict the rest), so this only
+# stops a bug from hanging a server thread.
+MAX_PASSES = 2_000_000
+
+
+class SimulationError(RuntimeError):
+    """The run did not finish within the pass cap."""
 
 
 @dataclass(frozen=True)
@@ -22,10 +34,12 @@ class StepPlan:
     request_ids: np.ndarray  # scheduled requests, running ones first (admission order), then new admissions
     new_tokens: np.ndarray  # tokens each computes this pass (a prefill chunk, or 1 for a decode)
     computed_before: np.ndarray  # tokens each had already computed (its context before this pass)
+    samples: np.ndarray  # bool: the pass reaches the end of what the request has, so it samples a token
     preempted: np.ndarray  # victims, in eviction order
-    admitted: np.ndarray  # newly admitted or resumed request ids
+    admitted: np.ndarray  # newly admitted or resumed request ids, in admission order
     resumed: np.ndarray  # bool per admitted id: readmitted after a preemption
-    record: np.ndarray  # the pass-table row (counts, blocks, live/held tokens)
+    block_tables: np.ndarray  # int64 [seqs, width]: each one's physical blocks in order, padded with block 0
+    num_blocks: np.ndarray  # how many blocks of its row each holds
 
     @property
     def num_seqs(self) -> int:
@@ -39,20 +53,39 @@ class StepPlan:
 @dataclass(frozen=True)
 class StepOutcome:
     finished: np.ndarray
-    caught_up: np.ndarray  # resumed requests whose recompute caught up with what they had lost
-    first_token: np.ndarray  # requests whose prompt completed this pass (first output token)
+    first_token: np.ndarray  # requests whose prompt completed this pass (their first output token)
     sampled: int
 
 
-def scheduler_params(cfg: RunConfig) -> np.ndarray:
+class RequestView(NamedTuple):
+    """One request as the scheduler sees it now (vLLM's names)."""
+
+    num_computed_tokens: int
+    num_output_tokens: int
+    num_blocks: int
+    num_preemptions: int
+
+
+class Tables(NamedTuple):
+    """The core's state for one run (see kernels/scheduler_core.new_tables)."""
+
+    req: np.ndarray
+    state: np.ndarray
+    queues: np.ndarray
+    blocks: np.ndarray
+
+
+def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
+    """The core's settings vector; block_ids=False counts blocks without naming them (the fast path)."""
     params = np.zeros(core.NUM_PARAMS, dtype=np.int64)
     params[core.P_MAX_NUM_SEQS] = cfg.max_num_seqs
     params[core.P_TOKEN_BUDGET] = cfg.max_num_batched_tokens
     params[core.P_BLOCK_SIZE] = cfg.block_size
     params[core.P_USABLE_BLOCKS] = cfg.usable_blocks
-    params[core.P_RESERVE] = 1 if cfg.allocation == "reserve" else 0
-    params[core.P_REQUEST_UNIT] = 1 if cfg.unit == "request" else 0
-    params[core.P_FULL_ISL] = 1 if cfg.scheduler_reserve_full_isl else 0
+    params[core.P_RESERVE] = cfg.allocation == "reserve"
+    params[core.P_REQUEST_UNIT] = cfg.unit == "request"
+    params[core.P_FULL_ISL] = bool(cfg.scheduler_reserve_full_isl)
+    params[core.P_BLOCK_IDS] = block_ids
     return params
 
 
@@ -63,9 +96,17 @@ def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
     """
     if cfg.allocation != "reserve":
         return np.zeros(workload.num_requests, dtype=np.int64)
-    declared = declared_max_tokens(cfg, workload)
-    bs = cfg.block_size
-    return (-(-(workload.prompt_len + declared) // bs)) * bs
+    return core.cdiv(workload.prompt_len + declared_max_tokens(cfg, workload), cfg.block_size) * cfg.block_size
+
+
+def trace_from_tables(cfg: RunConfig, workload: Workload, passes: np.ndarray, seconds: np.ndarray,
+                      events: np.ndarray, tables, **measured) -> Trace:
+    """The Trace of a finished run, from the core's record of it."""
+    req, state = tables[0], tables[1]
+    if int(state[core.NUM_FINISHED]) != workload.num_requests:
+        raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
+    return Trace(cfg, workload, passes, seconds, events, req.copy(), format_digest(int(state[core.DIGEST])),
+                 **measured)
 
 
 class Scheduler:
@@ -76,62 +117,88 @@ class Scheduler:
         self.workload = workload if workload is not None else cfg.build_workload()
         check_servable(cfg, self.workload)
         self.params = scheduler_params(cfg)
-        self.req, self.state, self.waiting, self.running = core.init_state(
-            self.params, self.workload.prompt_len, self.workload.output_len, reserve_tokens(cfg, self.workload)
-        )
+        self._tables = Tables(*core.new_tables(self.params, self.workload.prompt_len, self.workload.output_len,
+                                               reserve_tokens(cfg, self.workload)))
         n = self.workload.num_requests
-        self._out = {k: np.zeros(n, dtype=np.int64) for k in ("req", "new", "before", "pre", "adm", "fin", "cu", "first")}
-        self._row = np.zeros(core.NUM_PASS_FIELDS, dtype=np.int64)
+        self._out = np.zeros((core.NUM_OUT_ROWS, n), dtype=np.int64)
+        self._counts = np.zeros(core.NUM_COUNTS, dtype=np.int64)
+        self._passes = np.zeros((64, core.NUM_PASS_FIELDS), dtype=np.int64)
+        self._seconds = np.zeros(64, dtype=np.float64)
+        self._events = np.zeros((8 * n + 16, 3), dtype=np.int64)
+        self._num_events = 0
         self._pending: StepPlan | None = None
         self.num_passes = 0
 
     @property
     def finished(self) -> bool:
-        return int(self.state[core.NUM_FINISHED]) == self.workload.num_requests
+        return int(self._tables.state[core.NUM_FINISHED]) == self.workload.num_requests
 
     @property
     def digest(self) -> str:
-        return f"{int(self.state[core.DIGEST]) & 0xFFFFFFFFFFFFFFFF:016x}"
+        return format_digest(int(self._tables.state[core.DIGEST]))
+
+    @property
+    def free_blocks(self) -> int:
+        return int(self._tables.state[core.FREE_BLOCKS])
+
+    def request(self, r: int) -> RequestView:
+        row = self._tables.req[r]
+        return RequestView(int(row[core.COMPUTED]), int(row[core.GENERATED]), int(row[core.HELD]),
+                           int(row[core.PREEMPTS]))
+
+    def running_ids(self) -> np.ndarray:
+        """Running requests in admission order."""
+        return self._tables.queues[core.RUN_Q, :self._tables.state[core.RUN_LEN]].copy()
+
+    def waiting_ids(self) -> np.ndarray:
+        """Waiting requests, head first."""
+        state, n = self._tables.state, self.workload.num_requests
+        return self._tables.queues[core.WAIT_Q, (state[core.WAIT_HEAD] + np.arange(state[core.WAIT_LEN])) % n]
+
+    def block_table(self, request: int) -> np.ndarray:
+        """The physical blocks `request` holds now, in order (empty when it holds none)."""
+        return core.gather_tables(self._tables.req, self._tables.blocks, np.array([request]), 1)[0]
 
     def schedule(self) -> StepPlan:
         if self._pending is not None:
             raise RuntimeError("complete() the previous step before scheduling the next")
-        o = self._out
-        n_sched, n_pre, n_adm = core.schedule_step(
-            self.params, self.req, self.state, self.waiting, self.running,
-            o["req"], o["new"], o["before"], o["pre"], o["adm"],
-        )
-        core.pass_record(self.params, self.req, self.state, self.running, o["req"], o["new"], o["before"],
-                         n_sched, n_pre, self._row)
-        adm = o["adm"][:n_adm]
+        p = self.num_passes
+        if p == self._passes.shape[0]:
+            self._passes = core.grow_rows(self._passes, 2 * p)
+            self._seconds = core.grow_rows(self._seconds, 2 * p)
+        o, c = self._out, self._counts
+        core.begin_pass(self.params, *self._tables, o, c, self._passes, p)
+        n_sched, n_adm = c[core.N_SCHED], c[core.N_ADM]
+        ids = o[core.OUT_REQ, :n_sched].copy()
         plan = StepPlan(
-            index=self.num_passes,
-            request_ids=o["req"][:n_sched].copy(),
-            new_tokens=o["new"][:n_sched].copy(),
-            computed_before=o["before"][:n_sched].copy(),
-            preempted=o["pre"][:n_pre].copy(),
-            admitted=np.where(adm >= 0, adm, -adm - 1),
-            resumed=adm < 0,
-            record=self._row.copy(),
+            index=p, request_ids=ids, new_tokens=o[core.OUT_NEW, :n_sched].copy(),
+            computed_before=o[core.OUT_BEFORE, :n_sched].copy(), samples=o[core.OUT_SAMPLE, :n_sched].astype(bool),
+            preempted=o[core.OUT_PRE, :c[core.N_PRE]].copy(), admitted=o[core.OUT_ADM, :n_adm].copy(),
+            resumed=o[core.OUT_RESUMED, :n_adm].astype(bool),
+            block_tables=core.gather_tables(self._tables.req, self._tables.blocks, ids, n_sched),
+            num_blocks=self._tables.req[ids, core.HELD],
         )
         self._pending = plan
         return plan
 
-    def complete(self, plan: StepPlan) -> StepOutcome:
+    def complete(self, plan: StepPlan, seconds: float = 0.0) -> StepOutcome:
+        """Sample, finish and free after the pass `plan` ran in `seconds`; record the pass."""
         if plan is not self._pending:
             raise RuntimeError("complete() takes the plan the last schedule() returned")
-        o = self._out
-        n_fin, n_cu, n_sampled, n_first = core.complete_step(
-            self.params, self.req, self.state, self.running, plan.request_ids, plan.num_seqs,
-            o["fin"], o["cu"], o["first"],
-        )
-        plan.record[core.PASS_OUTPUT] = n_sampled
+        n = self.workload.num_requests
+        if self._num_events + 5 * n > self._events.shape[0]:
+            self._events = core.grow_rows(self._events, 2 * self._events.shape[0] + 5 * n)
+        o, c, p = self._out, self._counts, plan.index
+        self._num_events = core.end_pass(self.params, *self._tables, o, c, self._passes, p, self._events,
+                                         self._num_events)
+        self._seconds[p] = seconds
         self._pending = None
         self.num_passes += 1
-        return StepOutcome(o["fin"][:n_fin].copy(), o["cu"][:n_cu].copy(), o["first"][:n_first].copy(),
-                           int(n_sampled))
+        return StepOutcome(o[core.OUT_FIN, :c[core.N_FIN]].copy(), o[core.OUT_FIRST, :c[core.N_FIRST]].copy(),
+                           int(c[core.N_SAMPLED]))
 
-    def block_usage(self) -> float:
-        """vLLM's get_usage(): share of usable blocks handed out."""
-        usable = int(self.params[core.P_USABLE_BLOCKS])
-        return 1.0 - int(self.state[core.FREE_BLOCKS]) / usable
+    def trace(self, **measured) -> Trace:
+        """What the run did so far, as a Trace (measured=True, live=... for a run on a GPU)."""
+        p = self.num_passes
+        return trace_from_tables(self.config, self.workload, self._passes[:p].copy(), self._seconds[:p].copy(),
+                                 self._events[:self._num_events].copy(), self._tables, **measured)

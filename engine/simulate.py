@@ -1,50 +1,68 @@
-"""simulate(cfg): a whole run on the simulated clock, inside the numba core."""
+"""The one loop, schedule -> execute -> complete, with the clock plugged in; and simulate(), its compiled twin.
+
+`serve(scheduler, executor)` runs every pass of a run: the roofline clock (`RooflineClock`) makes it a
+simulation, the live executor (engine.live) makes it a measured run on a GPU. `simulate(cfg)` is the same
+loop with the roofline clock, compiled whole inside the numba core for speed (and counting blocks without
+naming them, as nobody reads page tables there); tests/engine/test_one_loop.py proves the two equal.
+"""
 from __future__ import annotations
 
+from typing import Protocol
 
 from engine.config import ConfigError, RunConfig, check_servable
-from engine.cost_model import cost_vector
-from engine.scheduler import Scheduler, reserve_tokens, scheduler_params
-from engine.trace import Trace, TraceBuilder
+from engine.cost_model import cost_vector, plan_seconds
+from engine.scheduler import MAX_PASSES, Scheduler, SimulationError, StepOutcome, StepPlan, reserve_tokens, \
+    scheduler_params, trace_from_tables
+from engine.trace import Trace
 from kernels import scheduler_core as core
 
-# Safety cap: progress is guaranteed (the oldest running request can always evict the rest), so this only
-# stops a bug from hanging a server thread.
-MAX_PASSES = 2_000_000
+
+class Executor(Protocol):
+    def execute(self, plan: StepPlan) -> float:
+        """Run the pass; return how long it took (on whatever clock this executor keeps)."""
+
+    def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
+        """The scheduler has sampled, finished and freed after the pass (raise here to stop the run)."""
 
 
-class SimulationError(RuntimeError):
-    """The run did not finish within the pass cap."""
+class RooflineClock:
+    """The simulated executor: a pass takes what the cost model says and computes nothing."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cost = cost_vector(cfg.model_spec, cfg.gpu_spec)
+
+    def execute(self, plan: StepPlan) -> float:
+        return plan_seconds(self.cost, plan)
+
+    def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
+        pass
+
+
+def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
+    """Run passes until every request has finished: schedule, execute on the executor's clock, complete."""
+    while not scheduler.finished:
+        if scheduler.num_passes >= MAX_PASSES:
+            raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
+        plan = scheduler.schedule()
+        outcome = scheduler.complete(plan, executor.execute(plan))
+        executor.completed(plan, outcome)
+    return scheduler
 
 
 def simulate(cfg: RunConfig) -> Trace:
     """Serve the config's workload to exhaustion on the roofline clock; same config, same bits."""
     workload = cfg.build_workload()
     check_servable(cfg, workload)
-    params = scheduler_params(cfg)
-    passes, seconds, events, req, state = core.run_to_completion(
-        params, cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len, workload.output_len,
-        reserve_tokens(cfg, workload), MAX_PASSES,
+    passes, seconds, events, tables = core.run_to_completion(
+        scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
+        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES,
     )
-    if int(state[core.NUM_FINISHED]) != workload.num_requests:
-        raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
-    digest = f"{int(state[core.DIGEST]) & 0xFFFFFFFFFFFFFFFF:016x}"
-    return Trace(cfg, workload, passes, seconds, events, req, digest)
+    return trace_from_tables(cfg, workload, passes, seconds, events, tables)
 
 
 def simulate_stepwise(cfg: RunConfig) -> Trace:
-    """The same run driven one `Scheduler.schedule()` at a time, as the live executor drives it."""
-    scheduler = Scheduler(cfg)
-    cost = cost_vector(cfg.model_spec, cfg.gpu_spec)
-    builder = TraceBuilder()
-    while not scheduler.finished:
-        if scheduler.num_passes >= MAX_PASSES:
-            raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
-        plan = scheduler.schedule()
-        seconds = float(core.pass_seconds(cost, plan.new_tokens, plan.computed_before, plan.num_seqs))
-        outcome = scheduler.complete(plan)
-        builder.add(plan, outcome, seconds)
-    return builder.build(scheduler)
+    """The same run through `serve`, one pass at a time, as the live executor drives it."""
+    return serve(Scheduler(cfg), RooflineClock(cfg)).trace()
 
 
-__all__ = ["simulate", "simulate_stepwise", "SimulationError", "ConfigError"]
+__all__ = ["simulate", "simulate_stepwise", "serve", "RooflineClock", "SimulationError", "ConfigError"]

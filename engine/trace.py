@@ -6,8 +6,9 @@ run and a live GPU run produce the same Trace type; only where the pass duration
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from engine.config import RunConfig
 from engine.outputs import write_text_atomic
 from engine.workload import Workload
 from kernels import scheduler_core as core
+
+if TYPE_CHECKING:
+    from engine.live.stats import LiveStats
 
 SUMMARY_KEYS = (
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
@@ -29,47 +33,68 @@ def max_concurrency(cfg: RunConfig) -> tuple[int, float]:
     As vLLM computes them: concurrency = blocks (null block included) / blocks per max_model_len request.
     """
     length = cfg.served_max_model_len
-    concurrency = cfg.num_gpu_blocks / (-(-length // cfg.block_size))
+    concurrency = cfg.num_gpu_blocks / cfg.blocks_for(length)
     return int(concurrency * length), concurrency
+
+
+def format_digest(value: int) -> str:
+    """The schedule digest as the CLI, the JSON and the tests print it: 16 hex digits."""
+    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+class Event(IntEnum):
+    """What happened to a request in a pass (the `kind` column of `Trace.events`)."""
+
+    ADMIT = core.EV_ADMIT
+    RESUME = core.EV_RESUME  # readmitted after a preemption
+    PREEMPT = core.EV_PREEMPT
+    FINISH = core.EV_FINISH
+    CAUGHT_UP = core.EV_CAUGHT_UP  # a resumed request's recompute reached what it had lost
+    FIRST_TOKEN = core.EV_FIRST_TOKEN
+
+
+def _pass_column(field: int, doc: str) -> property:
+    return property(lambda self: self.passes[:, field], doc=doc)
+
+
+def _request_column(field: int, doc: str) -> property:
+    return property(lambda self: self.requests[:, field], doc=doc)
 
 
 @dataclass
 class Trace:
     config: RunConfig
     workload: Workload
-    passes: np.ndarray  # int64 [passes, core.NUM_PASS_FIELDS]
+    passes: np.ndarray  # int64 [passes, fields]: read it through the named properties below
     pass_duration: np.ndarray  # seconds, float64 [passes]
-    events: np.ndarray  # int64 [events, 3]: (pass, request, kind)
-    requests: np.ndarray  # int64 [requests, core.NUM_REQ_FIELDS]: final per-request table
+    events: np.ndarray  # int64 [events, 3]: (pass, request, Event)
+    requests: np.ndarray  # int64 [requests, fields]: the final per-request table, read through properties
     digest: str
     measured: bool = False  # True when durations were read off a GPU
-    extra: dict[str, Any] = field(default_factory=dict)
+    live: LiveStats | None = None  # what a live run measured besides the durations
 
     def __post_init__(self) -> None:
         self.pass_start = np.concatenate(([0.0], np.cumsum(self.pass_duration)[:-1])) if len(self.pass_duration) else (
             np.zeros(0)
         )
         self.pass_end = self.pass_start + self.pass_duration
+        self._summary: dict[str, Any] | None = None
 
-    # -- per-pass columns -------------------------------------------------------------------------
+    # -- per pass ---------------------------------------------------------------------------------
     @property
     def num_passes(self) -> int:
         return int(self.passes.shape[0])
 
-    def column(self, name: int) -> np.ndarray:
-        return self.passes[:, name]
-
-    @property
-    def n_seqs(self) -> np.ndarray:
-        return self.passes[:, core.PASS_SEQS]
-
-    @property
-    def n_tokens(self) -> np.ndarray:
-        return self.passes[:, core.PASS_TOKENS]
-
-    @property
-    def kv_blocks(self) -> np.ndarray:
-        return self.passes[:, core.PASS_BLOCKS]
+    n_seqs = _pass_column(core.PASS_SEQS, "sequences scheduled in each pass")
+    n_tokens = _pass_column(core.PASS_TOKENS, "tokens computed in each pass")
+    prefill_tokens = _pass_column(core.PASS_PREFILL, "of those, tokens that are not a decode")
+    kv_blocks = _pass_column(core.PASS_BLOCKS, "KV blocks handed out after scheduling the pass")
+    running = _pass_column(core.PASS_RUNNING, "running requests after scheduling the pass")
+    waiting = _pass_column(core.PASS_WAITING, "waiting requests after scheduling the pass")
+    live_tokens = _pass_column(core.PASS_LIVE_TOKENS, "computed tokens the running requests hold")
+    held_slots = _pass_column(core.PASS_HELD_SLOTS, "token slots handed out (blocks x block size) or reserved")
+    output_per_pass = _pass_column(core.PASS_OUTPUT, "output tokens sampled in each pass")
+    preempted_per_pass = _pass_column(core.PASS_PREEMPTED, "requests evicted in each pass")
 
     @property
     def kv_usage(self) -> np.ndarray:
@@ -77,30 +102,30 @@ class Trace:
         usable = self.config.usable_blocks
         if self.config.allocation == "reserve":
             return self.passes[:, core.PASS_RESERVED] / (usable * self.config.block_size)
-        return self.passes[:, core.PASS_BLOCKS] / usable
-
-    @property
-    def preempted_per_pass(self) -> np.ndarray:
-        return self.passes[:, core.PASS_PREEMPTED]
+        return self.kv_blocks / usable
 
     def preempted_lists(self) -> list[list[int]]:
         """Per pass, the request ids evicted in that pass, in eviction order."""
         out: list[list[int]] = [[] for _ in range(self.num_passes)]
-        for p, r, kind in self.events:
-            if kind == core.EV_PREEMPT:
-                out[int(p)].append(int(r))
+        for p, r in self.events_of(Event.PREEMPT)[:, :2].tolist():
+            out[p].append(r)
         return out
 
-    def events_of(self, kind: int) -> np.ndarray:
+    def events_of(self, kind: Event) -> np.ndarray:
         return self.events[self.events[:, 2] == kind]
 
-    # -- per-request ------------------------------------------------------------------------------
+    # -- per request ------------------------------------------------------------------------------
+    preemptions_per_request = _request_column(core.PREEMPTS, "times each request was evicted")
+    recomputed_per_request = _request_column(core.RECOMPUTED, "tokens each request computed again")
+    recomputed_prompt_per_request = _request_column(core.RECOMPUTED_PROMPT, "of those, prompt tokens")
+    generated_per_request = _request_column(core.GENERATED, "output tokens each request produced")
+
     @property
-    def preemptions_per_request(self) -> np.ndarray:
-        return self.requests[:, core.PREEMPTS]
+    def finished_per_request(self) -> np.ndarray:
+        return self.requests[:, core.STATUS] == core.FINISHED
 
     def finish_time(self) -> np.ndarray:
-        fin = self.events_of(core.EV_FINISH)
+        fin = self.events_of(Event.FINISH)
         out = np.full(self.workload.num_requests, np.nan)
         out[fin[:, 1]] = self.pass_end[fin[:, 0]]
         return out
@@ -112,12 +137,18 @@ class Trace:
 
     @property
     def output_tokens(self) -> int:
-        return int(self.passes[:, core.PASS_OUTPUT].sum())
+        return int(self.output_per_pass.sum())
 
     def summary(self) -> dict[str, Any]:
+        """The figures everything quotes (SUMMARY_KEYS), computed once per trace."""
+        if self._summary is None:
+            self._summary = self._compute_summary()
+        return dict(self._summary)
+
+    def _compute_summary(self) -> dict[str, Any]:
         seqs = self.n_seqs
-        held = self.passes[:, core.PASS_HELD_SLOTS].astype(np.float64)
-        live = self.passes[:, core.PASS_LIVE_TOKENS].astype(np.float64)
+        held = self.held_slots.astype(np.float64)
+        live = self.live_tokens.astype(np.float64)
         has_held = held > 0
         kv_tokens, concurrency = max_concurrency(self.config)
         makespan = self.makespan_s
@@ -125,13 +156,13 @@ class Trace:
             "throughput_tok_s": self.output_tokens / makespan if makespan > 0 else 0.0,
             "peak_batch": int(seqs.max()) if self.num_passes else 0,
             "mean_batch": float(seqs.mean()) if self.num_passes else 0.0,
-            "preemptions": int(self.requests[:, core.PREEMPTS].sum()),
-            "recomputed_prompt_tokens": int(self.requests[:, core.RECOMPUTED_PROMPT].sum()),
-            "recomputed_tokens": int(self.requests[:, core.RECOMPUTED].sum()),
+            "preemptions": int(self.preemptions_per_request.sum()),
+            "recomputed_prompt_tokens": int(self.recomputed_prompt_per_request.sum()),
+            "recomputed_tokens": int(self.recomputed_per_request.sum()),
             "live_cache_fraction": float((live[has_held] / held[has_held]).mean()) if has_held.any() else 0.0,
             "passes": self.num_passes,
             "makespan_s": makespan,
-            "finished_requests": int((self.requests[:, core.STATUS] == core.FINISHED).sum()),
+            "finished_requests": int(self.finished_per_request.sum()),
             "kv_cache_tokens": kv_tokens,
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
@@ -150,30 +181,3 @@ class Trace:
 
     def write_schedule(self, path: str) -> None:
         write_text_atomic(path, json.dumps(self.schedule_json()))
-
-
-class TraceBuilder:
-    """Collects the rows of a step-at-a-time run (the live executor, or the stepwise simulator)."""
-
-    def __init__(self) -> None:
-        self.rows: list[np.ndarray] = []
-        self.durations: list[float] = []
-        self.events: list[tuple[int, int, int]] = []
-
-    def add(self, plan, outcome, seconds: float) -> None:
-        p = plan.index
-        self.rows.append(plan.record)
-        self.durations.append(seconds)
-        self.events.extend((p, int(r), core.EV_PREEMPT) for r in plan.preempted)
-        self.events.extend(
-            (p, int(r), core.EV_RESUME if res else core.EV_ADMIT) for r, res in zip(plan.admitted, plan.resumed)
-        )
-        self.events.extend((p, int(r), core.EV_CAUGHT_UP) for r in outcome.caught_up)
-        self.events.extend((p, int(r), core.EV_FIRST_TOKEN) for r in outcome.first_token)
-        self.events.extend((p, int(r), core.EV_FINISH) for r in outcome.finished)
-
-    def build(self, scheduler, measured: bool = False, extra: dict | None = None) -> Trace:
-        passes = np.array(self.rows, dtype=np.int64).reshape(-1, core.NUM_PASS_FIELDS)
-        events = np.array(self.events, dtype=np.int64).reshape(-1, 3)
-        return Trace(scheduler.config, scheduler.workload, passes, np.array(self.durations, dtype=np.float64),
-                     events, scheduler.req.copy(), scheduler.digest, measured=measured, extra=extra or {})

@@ -137,7 +137,7 @@ class Curves(pn.viewable.Viewer):
         self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
                               [str(t) for t in pool_ticks], " GiB")
         self._config = None
-        self.state.param.watch(self._schedule, "config")
+        self.state.param.watch(self._schedule, "trace")
         self._update()
 
     def _schedule(self, *_):

@@ -19,13 +19,12 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from engine import Trace
+from engine import Event, Trace
 from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 from explorable.text_pane import TextHTML
 from explorable.view_data import derived
-from kernels import scheduler_core as core
 
 # A request evicted this many times is thrashing; so is a run that evicts this many sequences for every
 # one its batch ever held at once (its whole resident set replaced by eviction three times over).
@@ -35,8 +34,8 @@ THRASH_PREEMPTIONS = 3
 
 # Order of events inside one pass: evictions happen first, then admissions, then end-of-pass outcomes.
 _EVENT_RANK = np.zeros(6, dtype=np.int64)
-_EVENT_RANK[[core.EV_PREEMPT, core.EV_ADMIT, core.EV_RESUME, core.EV_CAUGHT_UP, core.EV_FIRST_TOKEN,
-             core.EV_FINISH]] = range(6)
+_EVENT_RANK[[Event.PREEMPT, Event.ADMIT, Event.RESUME, Event.CAUGHT_UP, Event.FIRST_TOKEN,
+             Event.FINISH]] = range(6)
 
 # Rendering backend: canvas is fastest for a few thousand rectangles and needs no GPU in the browser.
 BACKEND = os.environ.get("EXPLORABLE_BACKEND", "canvas")
@@ -85,18 +84,18 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
 
     lost = np.where(thrash, palette.THRASH, palette.LOST)
     for p, r, kind in events[order].tolist():
-        if kind == core.EV_ADMIT or kind == core.EV_RESUME:
+        if kind == Event.ADMIT or kind == Event.RESUME:
             add(r, waiting_since[r], start[p], palette.WAITING)
             running_since[r] = start[p]
             admitted_at[r].append(start[p])
-        elif kind == core.EV_CAUGHT_UP:  # the recompute since readmission was redone work
+        elif kind == Event.CAUGHT_UP:  # the recompute since readmission was redone work
             add(r, running_since[r], end[p], lost[r])
             running_since[r] = end[p]
-        elif kind == core.EV_PREEMPT:  # everything since (re)admission is thrown away
+        elif kind == Event.PREEMPT:  # everything since (re)admission is thrown away
             add(r, running_since[r], start[p], lost[r])
             waiting_since[r] = start[p]
             preempted_at[r].append(start[p])
-        elif kind == core.EV_FINISH:
+        elif kind == Event.FINISH:
             add(r, running_since[r], end[p], palette.CLEAN)
 
     segments = {

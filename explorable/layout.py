@@ -7,16 +7,13 @@ with its strips, the curves and the log terminal; and ties the controls to the p
 from __future__ import annotations
 
 import html
-import json
-import weakref
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import panel as pn
-import panel.io.location as panel_location
 import param
 from panel.reactive import Syncable
 
-from explorable import budget, health, links, log_limits, projector, startup
+from explorable import budget, health, links, log_limits, projector, startup, url
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -25,7 +22,7 @@ from explorable.lanes import LaneChart
 from explorable.live import LivePanel
 from explorable.logs_view import LogView
 from explorable.readouts import Readouts
-from explorable.state import CONTROLS, ExplorableState, apply_query
+from explorable.state import ExplorableState
 from explorable.strips import Strips
 from explorable.text_pane import TextHTML
 
@@ -35,19 +32,6 @@ LEDE = (
     "Move the controls and watch what really sets the batch size: usually the KV cache, not "
     "<code>--max-num-seqs</code>."
 )
-
-
-_panel_parse_query = panel_location.parse_query
-
-
-def _tolerant_parse_query(query: str) -> dict:
-    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page, and a
-    second '?' is read as '&'."""
-    query = "?" + query.lstrip("?").replace("?", "&") if query else query
-    try:
-        return _panel_parse_query(query)
-    except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
-        return dict(parse_qsl(query[1:], keep_blank_values=True))
 
 
 def _one_message_per_browser_event() -> None:
@@ -75,7 +59,7 @@ def configure() -> None:
     """Once per process: Panel's extension for this app, the public server's boundaries (links, logs, compute
     budget, deep health check), one message per browser event, and numba's compiled scheduler and the default
     runs prepared in the background."""
-    panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
+    url.install()
     links.install()
     log_limits.install()
     budget.install()
@@ -128,50 +112,6 @@ def _section(title: str, note: str = "") -> pn.pane.HTML:
                         stylesheets=[stylesheet()], margin=(12, 10, 0, 10))
 
 
-def sync_url(state: ExplorableState) -> None:
-    """Read the link's query into the controls (bad values fall back with a notice), then keep the URL in step."""
-    location = pn.state.location
-    if location is None:
-        return
-    # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
-    # 400-digit numbers into values apply_query must not meet. A second '?' is read as '&'.
-    search = (location.search or "").lstrip("?").replace("?", "&")
-    link = dict(parse_qsl(search, keep_blank_values=True))
-    snapped = links.snap_link_values(state, link, CONTROLS)
-    apply_query(state, link)
-    request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
-    if links.has_second_question_mark(getattr(request, "uri", None) or location.search):
-        state.add_notice(links.SECOND_QUESTION_MARK_NOTICE)
-    for text in snapped:
-        state.add_notice(text)
-
-    # From here on the URL only follows the state. (`Location.sync` would also read the link back into the
-    # controls, re-applying what apply_query refused: `?pool_gib=true` passes param's bounds as 1 and then
-    # breaks the slider.)
-    def write_url(*_):
-        location.search = "?" + urlencode(query_values(state))
-
-    state.param.watch(write_url, list(CONTROLS))
-    # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
-    # query once it has, so the address bar names every control from the start.
-    pn.state.onload(write_url)
-    state.previous_summary = None  # a link opens a state; it is not a change from the defaults
-
-
-# Page flags a link carries beside the controls (the projector view), per state: the URL keeps them.
-_PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakref.WeakKeyDictionary()
-
-
-def query_values(state: ExplorableState) -> dict[str, str]:
-    """Every control as its URL text (what Location.sync writes), then the page's flags."""
-    out = {}
-    for name in CONTROLS:
-        value = state.param[name].serialize(getattr(state, name))
-        out[name] = value if isinstance(value, str) else json.dumps(value)
-    out.update(_PAGE_FLAGS.get(state, {}))
-    return out
-
-
 # Tells a course page that frames the explorable how tall it is, whenever that changes, so the page can
 # size the iframe to fit (README, "Embedding in a course page"). The message is a plain object; a parent
 # that does not listen ignores it.
@@ -201,31 +141,6 @@ def _embed_height() -> pn.pane.HTML:
     return pn.pane.HTML(_EMBED_SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["embed-height"])
 
 
-class ShareLink(pn.viewable.Viewer):
-    """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
-
-    state = param.ClassSelector(class_=ExplorableState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
-                                 css_classes=["share"], visible=pn.state.location is not None)
-        self.state.param.watch(self._update, list(CONTROLS))
-        self._update()
-
-    def _update(self, *_):
-        location = pn.state.location
-        if location is None:
-            return
-        # Relative to the page itself, so it names the explorable's own server even inside an iframe.
-        href = f"{location.pathname or ''}?{urlencode(query_values(self.state))}"
-        self.pane.object = (f'<a class="share-link" href="{html.escape(href)}" target="_blank" rel="noopener">'
-                            "Open this exact state in a new tab</a> (copy its address to share it)")
-
-    def __panel__(self):
-        return self.pane
-
-
 class ExplorableApp(pn.viewable.Viewer):
     """One reader's page. `state` is its single source of truth; `views` are there for tests and benchmarks."""
 
@@ -246,10 +161,10 @@ class ExplorableApp(pn.viewable.Viewer):
             "strips": Strips(state=state, x_range=lanes.x_range),
             "curves": Curves(state=state),
             "logs": LogView(state=state),
-            "share": ShareLink(state=state),
+            "share": url.ShareLink(state=state),
         }
         if self.projector:
-            _PAGE_FLAGS[state] = {projector.FLAG: "1"}
+            url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
                         self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
                 projector.enlarge(fig)
@@ -300,7 +215,7 @@ def build_app(state: ExplorableState | None = None, sync: bool = True) -> Explor
     state = state or ExplorableState()
     wants_projector = False
     if sync:
-        sync_url(state)
+        url.sync_url(state)
         location = pn.state.location
         if location is not None:
             wants_projector = projector.wanted(dict(parse_qsl((location.search or "").lstrip("?"))))

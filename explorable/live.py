@@ -8,14 +8,14 @@ from __future__ import annotations
 import html
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 
 import panel as pn
 import param
 from panel.io.state import set_curdoc
 
+from engine.live.gpu_queue import GPU_QUEUE, MAX_QUEUED_RUNS, Cancelled, GpuQueue  # noqa: F401  (GpuQueue: tests)
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 
@@ -46,55 +46,6 @@ def weights_note() -> str:
     return "Random weights with the model's real shapes: throughput depends only on shapes."
 
 
-class Cancelled(Exception):
-    """The reader cancelled a queued or running GPU run."""
-
-
-class CancelFlag(threading.Event):
-    """A cancel signal the executor may poll as `cancel()` or `cancel.is_set()`."""
-
-    def __call__(self) -> bool:
-        return self.is_set()
-
-
-class GpuQueue:
-    """First come, first served: one GPU run at a time for the whole server."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._tickets: list[object] = []
-
-    def __len__(self) -> int:
-        return len(self._tickets)
-
-    @contextmanager
-    def turn(self, cancel: threading.Event, on_position: Callable[[int], None]) -> Iterator[None]:
-        """Wait until this caller is at the head (reporting how many are ahead), then hold the GPU."""
-        ticket = object()
-        with self._cond:
-            self._tickets.append(ticket)
-            last = None
-            while self._tickets[0] is not ticket:
-                if cancel.is_set():
-                    self._tickets.remove(ticket)
-                    self._cond.notify_all()
-                    raise Cancelled
-                ahead = self._tickets.index(ticket)
-                if ahead != last:
-                    on_position(ahead)
-                    last = ahead
-                self._cond.wait(timeout=0.25)
-        try:
-            on_position(0)
-            yield
-        finally:
-            with self._cond:
-                self._tickets.remove(ticket)
-                self._cond.notify_all()
-
-
-MAX_QUEUED_RUNS = 8  # waiting or running, across every session of this server
-GPU_QUEUE = GpuQueue()  # module level on purpose: shared by every session of this server process
 
 
 class LivePanel(pn.viewable.Viewer):
@@ -122,7 +73,7 @@ class LivePanel(pn.viewable.Viewer):
         self.toggle.param.watch(self._toggled, "value")
         self.run_button.on_click(self._start)
         self.cancel_button.on_click(lambda _e: self._cancel.set() if self._cancel else None)
-        self._cancel: CancelFlag | None = None
+        self._cancel: threading.Event | None = None
         self.worker: threading.Thread | None = None  # the latest run's thread; joined, every view is updated
 
     def _toggled(self, event):
@@ -143,7 +94,7 @@ class LivePanel(pn.viewable.Viewer):
             self.status.object = f"<div>{exc}</div>"
             return
         doc = pn.state.curdoc
-        self._cancel = cancel = CancelFlag()
+        self._cancel = cancel = threading.Event()
         self.run_button.disabled = True
         self.cancel_button.visible = True
         self.progress.visible = True
@@ -163,27 +114,19 @@ class LivePanel(pn.viewable.Viewer):
 
         doc.add_next_tick_callback(run)
 
-    def _worker(self, doc, cfg, cancel: CancelFlag) -> None:
+    def _worker(self, doc, cfg, cancel: threading.Event) -> None:
         last = [0.0]
 
         def on_position(ahead: int):
             text = "Running on the GPU..." if ahead == 0 else f"Waiting for the GPU: {ahead} run(s) ahead of yours."
             self._ui(doc, partial(setattr, self.status, "object", f"<div>{text}</div>"))
 
-        def on_progress(*args, **_kw):
+        def on_progress(_index: int, finished: int, total: int) -> None:
             now = time.monotonic()
-            if now - last[0] < 0.2:
+            if now - last[0] < 0.2 or not total:
                 return
             last[0] = now
-            # engine.live reports (pass index, finished requests, total requests); accept a bare fraction too.
-            fraction = None
-            numbers = [a for a in args if isinstance(a, (int, float))]
-            if len(numbers) >= 3 and numbers[2]:
-                fraction = numbers[1] / numbers[2]
-            elif len(numbers) == 1 and 0 <= numbers[0] <= 1:
-                fraction = float(numbers[0])
-            if fraction is not None:
-                self._ui(doc, partial(setattr, self.progress, "value", int(1000 * min(max(fraction, 0), 1))))
+            self._ui(doc, partial(setattr, self.progress, "value", int(1000 * min(max(finished / total, 0), 1))))
 
         try:
             with GPU_QUEUE.turn(cancel, on_position):
@@ -194,8 +137,8 @@ class LivePanel(pn.viewable.Viewer):
                 trace = run_live(cfg, progress=on_progress, cancel=cancel)
             if cancel.is_set():
                 raise Cancelled
-            self._ui(doc, lambda: self.state.show(trace, cfg))
-            message = "Measured. The deltas under each readout compare it with the simulation."
+            self._ui(doc, partial(self._publish, trace, cfg))
+            return
         except Cancelled:
             message = "Cancelled."
         except Exception as exc:  # out of memory and friends are reported, not fatal
@@ -204,6 +147,20 @@ class LivePanel(pn.viewable.Viewer):
             else:
                 message = f"The GPU run failed: {type(exc).__name__}: {exc}"
         self._ui(doc, partial(self._finish, message))
+
+    def _publish(self, trace, cfg) -> None:
+        """Show the measured trace if it measured what the controls say now; a reader who moved them while
+        the GPU ran is told, and the simulation of the new setting stays on screen."""
+        try:
+            current = self.state.run_config()
+        except Exception:  # noqa: BLE001  (a mix the engine refuses: certainly not what was measured)
+            current = None
+        if current != cfg:
+            self._finish("Measured, but the controls changed while the GPU ran, so the measurement is not shown: "
+                         "run this setting again to measure it.")
+            return
+        self.state.show(trace, cfg)
+        self._finish("Measured. The deltas under each readout compare it with the simulation.")
 
     def _finish(self, message: str) -> None:
         self.status.object = f"<div>{message}</div>"

@@ -1,6 +1,6 @@
 """Projector view (`?projector=1`): every text in the charts, their legends and the log at 16 px or more,
 for a room reading a 1280x720 projector from the back. It is a flag of the page, not a control: the
-link keeps it (`layout.query_values`), the run does not depend on it.
+link keeps it (`url.query_values`), the run does not depend on it.
 """
 from __future__ import annotations
 

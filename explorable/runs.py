@@ -173,8 +173,7 @@ def warm() -> None:
 
 def where_measured(trace: Trace) -> str:
     """Where a measured trace ran, for captions: 'NVIDIA H100 80GB HBM3 (Qwen3-8B shapes, bf16)'."""
-    extra = trace.extra or {}
-    device = str(extra.get("device") or "a GPU")
-    details = ", ".join(str(x) for x in (f"{extra['model_preset']} shapes" if extra.get("model_preset") else None,
-                                         extra.get("dtype")) if x)
+    live = trace.live
+    device = live.device if live else "a GPU"
+    details = f"{live.model_preset} shapes, {live.dtype}" if live else ""
     return f"{device} ({details})" if details else device

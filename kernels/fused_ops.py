@@ -3,8 +3,8 @@
 Each one has a fused Triton twin in kernels.fused_ops_triton (one kernel instead of 5 to 30). At batch 1
 a Qwen3-8B decode layer reads ~450 MB of weights in four GEMMs; unfused, the norms, rotary embedding and
 SwiGLU add about 60 small kernels per layer, ~2,500 per pass, whose fixed cost (a few microseconds each,
-even in a CUDA graph) is as long as reading the weights (`python benchmarks/decode_kernels.py` counts). `use_triton` picks the twin; both compute the
-same numbers in the same dtypes (Hugging Face's: norms and rotation in fp32, results rounded to the
+even in a CUDA graph) is as long as reading the weights (`python benchmarks/decode_kernels.py` counts).
+engine/live/backend.py picks one set per run; both compute the same numbers in the same dtypes (Hugging Face's: norms and rotation in fp32, results rounded to the
 model's dtype at the same points).
 """
 from __future__ import annotations
@@ -28,14 +28,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * xf.to(x.dtype)
 
 
-def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
-                 use_triton: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(norm(x + residual), x + residual): the residual add that ends one sublayer and the norm that
     starts the next. residual=None (the first layer) normalises x and returns it as the residual."""
-    if use_triton:
-        from kernels.fused_ops_triton import add_rms_norm_triton
-
-        return add_rms_norm_triton(x, residual, weight, eps)
     if residual is not None:
         x = x + residual
     return rms_norm(x, weight, eps), x
@@ -52,15 +48,9 @@ def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
 
 def qk_norm_rope_store(qkv: torch.Tensor, positions: torch.Tensor, q_weight: torch.Tensor,
                        k_weight: torch.Tensor, table: torch.Tensor, eps: float, k_cache: torch.Tensor,
-                       v_cache: torch.Tensor, slots: torch.Tensor, num_q_heads: int, num_kv_heads: int,
-                       use_triton: bool = False) -> torch.Tensor:
+                       v_cache: torch.Tensor, slots: torch.Tensor, num_q_heads: int, num_kv_heads: int) -> torch.Tensor:
     """Split the fused projection [T, (Hq + 2 Hkv) D] into heads; per-head RMSNorm and rotary embedding
     of queries and keys; keys and values written to their cache slots. Returns the queries [T, Hq, D]."""
-    if use_triton:
-        from kernels.fused_ops_triton import qk_norm_rope_store_triton
-
-        return qk_norm_rope_store_triton(qkv, positions, q_weight, k_weight, table, eps, k_cache, v_cache, slots,
-                                         num_q_heads, num_kv_heads)
     t, d = qkv.shape[0], k_cache.shape[-1]
     q, k, v = qkv.split([num_q_heads * d, num_kv_heads * d, num_kv_heads * d], dim=-1)
     cos_sin = table[positions]
@@ -78,11 +68,7 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor, 
     v_cache.view(flat).index_copy_(0, slots, v)
 
 
-def silu_and_mul(gate_up: torch.Tensor, use_triton: bool = False) -> torch.Tensor:
+def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """SwiGLU's middle: silu(gate) * up, from the fused projection [T, 2 I]."""
-    if use_triton:
-        from kernels.fused_ops_triton import silu_and_mul_triton
-
-        return silu_and_mul_triton(gate_up)
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels.scheduler_core import cdiv
+
 # Bound on the fp32 score matrix the masked (non-flash) prefill path materialises per piece of queries.
 _MAX_SCORE_BYTES = 256 << 20
 
@@ -16,7 +18,7 @@ _MAX_SCORE_BYTES = 256 << 20
 def gather_kv(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> torch.Tensor:
     """The first `length` tokens of one sequence, in order: [length, num_kv_heads, head_dim]."""
     block_size = cache.shape[1]
-    num_blocks = -(-length // block_size)
+    num_blocks = cdiv(length, block_size)
     pages = cache.index_select(0, block_ids[:num_blocks].long())
     return pages.reshape(num_blocks * block_size, *cache.shape[2:])[:length]
 

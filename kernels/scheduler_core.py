@@ -1,9 +1,10 @@
 """vLLM V1's scheduling decision as a numba core: arrays in, arrays out, no Python objects.
 
-One call of `schedule_step` is one `Scheduler.schedule()`; `complete_step` is `update_from_output()`
-(sample a token where a sequence is caught up, finish, free). `run_to_completion` loops both with the
-roofline clock so a whole run stays inside compiled code. The live executor drives the same two steps.
-The plain-Python twin in `engine/reference.py` states the same rules for readers and for the tests.
+`begin_pass` is one `Scheduler.schedule()` (who runs, how many tokens, which blocks they hold);
+`end_pass` is `update_from_output()` (sample where a sequence is caught up, finish, free) and writes the
+pass's row and events. `run_to_completion` loops the two with the roofline clock inside compiled code;
+`engine.scheduler.Scheduler` drives the same two functions one pass at a time for any other clock.
+Only `engine/` imports this module; `tests/engine/reference.py` states the same rules in plain Python.
 """
 from __future__ import annotations
 
@@ -13,32 +14,47 @@ from numba import njit
 from kernels import CACHE_COMPILED  # numba's cache, or none where nothing is writable
 
 # Per-request columns of the `req` table.
-PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT = range(11)
-NUM_REQ_FIELDS = 11
+(PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT,
+ TABLE_START) = range(12)
+NUM_REQ_FIELDS = 12
 # Request status (vLLM's RequestStatus, reduced to what the scheduler reads).
 WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 
-# Scalars of the mutable `state` vector.
-FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS = range(9)
-NUM_STATE_FIELDS = 9  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+# Scalars of the mutable `state` vector. The free block queue is vLLM's: never-used ids in order
+# (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
+(FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
+ NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP) = range(13)
+NUM_STATE_FIELDS = 13  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 
 # Settings vector `params`.
-P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL = range(7)
-NUM_PARAMS = 7
+# P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
+(P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL,
+ P_BLOCK_IDS) = range(8)
+NUM_PARAMS = 8
 
-# Per-request events recorded for the trace.
+# Per-request events (end_pass is the one place that says in which order a pass emits them).
 EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range(6)
 
-# Per-pass columns of the pass table written by run_to_completion / pass_record.
+# Per-pass columns of the pass table.
 (PASS_SEQS, PASS_TOKENS, PASS_PREFILL, PASS_BLOCKS, PASS_PREEMPTED, PASS_RUNNING, PASS_WAITING,
- PASS_LIVE_TOKENS, PASS_HELD_SLOTS, PASS_RESERVED, PASS_OUTPUT, PASS_CONTEXT) = range(12)
-NUM_PASS_FIELDS = 12
+ PASS_LIVE_TOKENS, PASS_HELD_SLOTS, PASS_RESERVED, PASS_OUTPUT) = range(11)
+NUM_PASS_FIELDS = 11
 
 # Cost-model vector: overhead s, weight bytes, KV bytes/token, bandwidth B/s, FLOP/s, params, attention FLOPs/pair.
 C_OVERHEAD, C_WEIGHT_BYTES, C_KV_BYTES, C_BANDWIDTH, C_FLOPS, C_PARAMS, C_ATTN = range(7)
+NUM_COST_FIELDS = 7
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
+
+# One pass's outputs: rows of the `out` table (overwritten every pass) and its `counts`.
+(OUT_REQ, OUT_NEW, OUT_BEFORE, OUT_SAMPLE, OUT_PRE, OUT_ADM, OUT_RESUMED, OUT_FIN, OUT_CAUGHT_UP,
+ OUT_FIRST) = range(10)
+NUM_OUT_ROWS = 10
+N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED = range(7)
+NUM_COUNTS = 7
+# Rows of the `queues` table: waiting (a ring; head at state[WAIT_HEAD]) and running (admission order).
+WAIT_Q, RUN_Q = 0, 1
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -54,30 +70,71 @@ def mix(h, value):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def init_state(params, prompt_len, output_len, reserve_tokens):
-    """Fresh tables for a run: every request waiting in id order, every usable block free."""
+def new_tables(params, prompt_len, output_len, reserve_tokens):
+    """Fresh tables (req, state, queues, blocks) for a run: every request waiting in id order, every
+    usable block free.
+
+    `blocks` holds the ring of freed ids (never more than the workload can use at once: STATE[RING_CAP])
+    followed by each request's block table, with room for the most blocks it can ever hold (its last
+    token is never fed back); without P_BLOCK_IDS nothing is named, so `blocks` is a stub.
+    """
     n = prompt_len.shape[0]
+    bs = params[P_BLOCK_SIZE]
+    demand = 0
+    for i in range(n):
+        demand += cdiv(prompt_len[i] + output_len[i] - 1, bs)
+    cap = max(1, min(demand, params[P_USABLE_BLOCKS]))
     req = np.zeros((n, NUM_REQ_FIELDS), dtype=np.int64)
+    start = cap
     for i in range(n):
         req[i, PROMPT] = prompt_len[i]
         req[i, OUTPUT] = output_len[i]
         req[i, RESERVE] = reserve_tokens[i]
         req[i, STATUS] = WAITING
-    waiting = np.arange(n).astype(np.int64)  # ring buffer; head at state[WAIT_HEAD]
-    running = np.zeros(n, dtype=np.int64)  # admission order
+        req[i, TABLE_START] = start
+        start += cdiv(prompt_len[i] + output_len[i] - 1, bs)
     state = np.zeros(NUM_STATE_FIELDS, dtype=np.int64)
     state[FREE_BLOCKS] = params[P_USABLE_BLOCKS]
     state[WAIT_LEN] = n
     state[DIGEST] = np.int64(FNV_OFFSET)
-    return req, state, waiting, running
+    state[NEXT_FRESH] = 1  # block 0 is vLLM's null block
+    state[RING_CAP] = cap
+    queues = np.zeros((2, n), dtype=np.int64)
+    queues[WAIT_Q] = np.arange(n)
+    return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def _preempt(req, state, waiting, victim):
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _take_blocks(params, req, state, blocks, r, count):
+    """Hand `count` blocks from the head of the free queue to request r (the caller counts them)."""
+    start = req[r, TABLE_START] + req[r, HELD]
+    for j in range(count if params[P_BLOCK_IDS] else 0):
+        if state[NEXT_FRESH] <= params[P_USABLE_BLOCKS]:  # never-used ids come before any freed one
+            blocks[start + j] = state[NEXT_FRESH]
+            state[NEXT_FRESH] += 1
+        else:
+            blocks[start + j] = blocks[state[RING_HEAD]]
+            state[RING_HEAD] = (state[RING_HEAD] + 1) % state[RING_CAP]
+            state[RING_LEN] -= 1
+    req[r, HELD] += count
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _release_blocks(params, req, state, blocks, r):
+    """Return every block of request r to the tail of the free queue, first block first."""
+    held = req[r, HELD]
+    start = req[r, TABLE_START]
+    for j in range(held if params[P_BLOCK_IDS] else 0):
+        blocks[(state[RING_HEAD] + state[RING_LEN]) % state[RING_CAP]] = blocks[start + j]
+        state[RING_LEN] += 1
+    state[FREE_BLOCKS] += held
+    req[r, HELD] = 0
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _preempt(params, req, state, queues, blocks, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
-    n = waiting.shape[0]
-    state[FREE_BLOCKS] += req[victim, HELD]
-    req[victim, HELD] = 0
+    _release_blocks(params, req, state, blocks, victim)
     lost = req[victim, COMPUTED]
     state[LIVE_TOKENS] -= lost
     # Every computed token is thrown away and will be computed again on readmission.
@@ -88,39 +145,29 @@ def _preempt(req, state, waiting, victim):
     req[victim, COMPUTED] = 0
     req[victim, STATUS] = PREEMPTED
     req[victim, PREEMPTS] += 1
-    head = (state[WAIT_HEAD] - 1 + n) % n
-    waiting[head] = victim
+    head = (state[WAIT_HEAD] - 1 + queues.shape[1]) % queues.shape[1]
+    queues[WAIT_Q, head] = victim
     state[WAIT_HEAD] = head
     state[WAIT_LEN] += 1
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def schedule_step(params, req, state, waiting, running,
-                  out_req, out_new, out_before, out_preempted, out_admitted):
-    """One scheduling decision. Returns (scheduled, preempted, admitted) counts; fills the out_ arrays.
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _schedule_running(params, req, state, queues, blocks, out, counts):
+    """Running requests in admission order, each asking for what it lacks; returns the budget left.
 
-    out_req/out_new/out_before: who runs, how many new tokens, how many were computed before.
-    out_preempted: victims in eviction order. out_admitted: request ids admitted (resumed ones negated - 1).
+    The hot loop keeps the pool counters in locals (synced around the rare preemption) so the compiler
+    can hold them in registers instead of re-reading the state array on every request.
     """
-    n_req = waiting.shape[0]
     budget = params[P_TOKEN_BUDGET]
     bs = params[P_BLOCK_SIZE]
     n_sched = 0
     n_pre = 0
-    n_adm = 0
-    # Static batching: a new batch may open only when the previous one has fully drained.
-    if params[P_REQUEST_UNIT] == 1 and state[RUN_LEN] == 0 and state[WAIT_LEN] > 0:
-        state[BATCH_OPEN] = 1
-
-    # Phase 1: running requests in admission order, each asking for what it lacks.
-    # The hot loop keeps the pool counters in locals (synced around the rare preemption) so the compiler
-    # can hold them in registers instead of re-reading the state array on every request.
     free = state[FREE_BLOCKS]
     live = state[LIVE_TOKENS]
     run_len = state[RUN_LEN]
     i = 0
     while i < run_len and budget > 0:
-        r = running[i]
+        r = queues[RUN_Q, i]
         computed = req[r, COMPUTED]
         want = req[r, PROMPT] + req[r, GENERATED] - computed
         n = want if want < budget else budget
@@ -133,9 +180,9 @@ def schedule_step(params, req, state, waiting, running,
                 # Allocation failed: evict the newest running request (possibly r itself).
                 run_len -= 1
                 state[RUN_LEN] = run_len
-                victim = running[run_len]
-                _preempt(req, state, waiting, victim)
-                out_preempted[n_pre] = victim
+                victim = queues[RUN_Q, run_len]
+                _preempt(params, req, state, queues, blocks, victim)
+                out[OUT_PRE, n_pre] = victim
                 n_pre += 1
                 if victim == r:
                     self_preempted = True
@@ -146,10 +193,11 @@ def schedule_step(params, req, state, waiting, running,
                 break
         if need > 0:
             free -= need
-            req[r, HELD] += need
-        out_req[n_sched] = r
-        out_new[n_sched] = n
-        out_before[n_sched] = computed
+            _take_blocks(params, req, state, blocks, r, need)
+        out[OUT_REQ, n_sched] = r
+        out[OUT_NEW, n_sched] = n
+        out[OUT_BEFORE, n_sched] = computed
+        out[OUT_SAMPLE, n_sched] = n == want  # caught up with everything it has: it samples a token
         n_sched += 1
         req[r, COMPUTED] = computed + n
         live += n
@@ -158,231 +206,271 @@ def schedule_step(params, req, state, waiting, running,
     state[FREE_BLOCKS] = free
     state[LIVE_TOKENS] = live
     state[RUN_LEN] = run_len
+    counts[N_SCHED] = n_sched
+    counts[N_PRE] = n_pre
+    return budget
 
-    # Phase 2: admission from the head of waiting; a pass that preempted admits nobody.
-    admit = n_pre == 0 and (params[P_REQUEST_UNIT] == 0 or state[BATCH_OPEN] == 1)
-    if admit:
-        closed = True  # why admission stopped: anything but an empty budget closes a static batch
-        while state[WAIT_LEN] > 0:
-            if budget <= 0:
-                closed = False
-                break
-            if state[RUN_LEN] >= params[P_MAX_NUM_SEQS]:
-                break
-            r = waiting[state[WAIT_HEAD]]
-            num_tokens = req[r, PROMPT] + req[r, GENERATED]
-            n = num_tokens - req[r, COMPUTED]
-            if n > budget:
-                n = budget
-            if params[P_RESERVE] == 1:
-                # Orca: admit only if the whole declared footprint fits beside what is already reserved.
-                if state[RESERVED_TOKENS] + req[r, RESERVE] > params[P_USABLE_BLOCKS] * bs:
-                    break
-            if params[P_FULL_ISL] == 1 and cdiv(num_tokens, bs) > state[FREE_BLOCKS]:
-                break  # v0.33 gate: the whole sequence must fit, though only the chunk is allocated
-            need = cdiv(n, bs)
-            if need > state[FREE_BLOCKS]:
-                break  # head-of-line blocking: nobody behind it is tried
-            state[WAIT_HEAD] = (state[WAIT_HEAD] + 1) % n_req
-            state[WAIT_LEN] -= 1
-            running[state[RUN_LEN]] = r
-            state[RUN_LEN] += 1
-            out_admitted[n_adm] = r if req[r, STATUS] == WAITING else -r - 1
-            n_adm += 1
-            req[r, STATUS] = RUNNING
-            state[FREE_BLOCKS] -= need
-            req[r, HELD] += need
-            if params[P_RESERVE] == 1:
-                state[RESERVED_TOKENS] += req[r, RESERVE]
-            out_req[n_sched] = r
-            out_new[n_sched] = n
-            out_before[n_sched] = 0
-            n_sched += 1
-            req[r, COMPUTED] = n
-            state[LIVE_TOKENS] += n
-            budget -= n
-        if params[P_REQUEST_UNIT] == 1 and closed:
-            state[BATCH_OPEN] = 0
 
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
+    """Admission from the head of waiting, strictly in order (head-of-line blocking)."""
+    bs = params[P_BLOCK_SIZE]
+    n_sched = counts[N_SCHED]
+    n_adm = 0
+    closed = True  # why admission stopped: anything but an empty budget closes a static batch
+    while state[WAIT_LEN] > 0:
+        if budget <= 0:
+            closed = False
+            break
+        if state[RUN_LEN] >= params[P_MAX_NUM_SEQS]:
+            break
+        r = queues[WAIT_Q, state[WAIT_HEAD]]
+        num_tokens = req[r, PROMPT] + req[r, GENERATED]
+        n = num_tokens - req[r, COMPUTED]
+        if n > budget:
+            n = budget
+        if params[P_RESERVE] == 1:
+            # Orca: admit only if the whole declared footprint fits beside what is already reserved.
+            if state[RESERVED_TOKENS] + req[r, RESERVE] > params[P_USABLE_BLOCKS] * bs:
+                break
+        if params[P_FULL_ISL] == 1 and cdiv(num_tokens, bs) > state[FREE_BLOCKS]:
+            break  # v0.33 gate: the whole sequence must fit, though only the chunk is allocated
+        need = cdiv(n, bs)
+        if need > state[FREE_BLOCKS]:
+            break  # nobody behind the head is tried
+        state[WAIT_HEAD] = (state[WAIT_HEAD] + 1) % queues.shape[1]
+        state[WAIT_LEN] -= 1
+        queues[RUN_Q, state[RUN_LEN]] = r
+        state[RUN_LEN] += 1
+        out[OUT_ADM, n_adm] = r
+        out[OUT_RESUMED, n_adm] = req[r, STATUS] == PREEMPTED
+        n_adm += 1
+        req[r, STATUS] = RUNNING
+        state[FREE_BLOCKS] -= need
+        _take_blocks(params, req, state, blocks, r, need)
+        if params[P_RESERVE] == 1:
+            state[RESERVED_TOKENS] += req[r, RESERVE]
+        out[OUT_REQ, n_sched] = r
+        out[OUT_NEW, n_sched] = n
+        out[OUT_BEFORE, n_sched] = 0
+        out[OUT_SAMPLE, n_sched] = n == num_tokens
+        n_sched += 1
+        req[r, COMPUTED] = n
+        state[LIVE_TOKENS] += n
+        budget -= n
+    if params[P_REQUEST_UNIT] == 1 and closed:
+        state[BATCH_OPEN] = 0
+    counts[N_SCHED] = n_sched
+    counts[N_ADM] = n_adm
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def schedule_step(params, req, state, queues, blocks, out, counts):
+    """One scheduling decision (vLLM's Scheduler.schedule()); fills `out` and folds it into the digest."""
+    # Static batching: a new batch may open only when the previous one has fully drained.
+    if params[P_REQUEST_UNIT] == 1 and state[RUN_LEN] == 0 and state[WAIT_LEN] > 0:
+        state[BATCH_OPEN] = 1
+    budget = _schedule_running(params, req, state, queues, blocks, out, counts)
+    counts[N_ADM] = 0
+    # A pass that preempted admits nobody.
+    if counts[N_PRE] == 0 and (params[P_REQUEST_UNIT] == 0 or state[BATCH_OPEN] == 1):
+        _admit_waiting(params, req, state, queues, blocks, out, counts, budget)
     # Fold this pass into the schedule digest: who ran with how many tokens, and who was evicted.
     h = np.uint64(state[DIGEST])
-    for k in range(n_sched):
-        h = mix(h, out_req[k] * 1048576 + out_new[k])
-    for k in range(n_pre):
-        h = mix(h, -out_preempted[k] - 1)
+    for k in range(counts[N_SCHED]):
+        h = mix(h, out[OUT_REQ, k] * 1048576 + out[OUT_NEW, k])
+    for k in range(counts[N_PRE]):
+        h = mix(h, -out[OUT_PRE, k] - 1)
     h = mix(h, 0x7FFFFFFFFF)  # pass separator
     state[DIGEST] = np.int64(h)
-    return n_sched, n_pre, n_adm
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def complete_step(params, req, state, running, out_req, n_sched, out_finished, out_caught_up, out_first):
-    """After the pass: caught-up sequences sample one token; those at their length finish and free.
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def complete_step(params, req, state, queues, blocks, out, counts):
+    """After the pass (vLLM's update_from_output()): samplers get a token; those at their length finish.
 
-    Returns (finished, caught_up, sampled, first) counts; out_caught_up lists resumed requests whose
-    recompute just ended, out_first those that produced their first token (prompt done: TTFT).
-    num_computed_tokens already advanced at schedule time, as in vLLM.
+    num_computed_tokens already advanced at schedule time, as in vLLM. Also lists resumed requests whose
+    recompute just caught up with what they had lost, and requests that produced their first token.
     """
     n_fin = 0
     n_cu = 0
     n_sampled = 0
     n_first = 0
-    for k in range(n_sched):
-        r = out_req[k]
+    for k in range(counts[N_SCHED]):
+        r = out[OUT_REQ, k]
         if req[r, HIGH_WATER] > 0 and req[r, COMPUTED] >= req[r, HIGH_WATER]:
-            out_caught_up[n_cu] = r
+            out[OUT_CAUGHT_UP, n_cu] = r
             n_cu += 1
             req[r, HIGH_WATER] = 0  # report once per recovery
-        if req[r, COMPUTED] == req[r, PROMPT] + req[r, GENERATED]:
+        if out[OUT_SAMPLE, k]:
             n_sampled += 1
             if req[r, GENERATED] == 0:
-                out_first[n_first] = r
+                out[OUT_FIRST, n_first] = r
                 n_first += 1
             req[r, GENERATED] += 1
             if req[r, GENERATED] >= req[r, OUTPUT]:
                 req[r, STATUS] = FINISHED
-                state[FREE_BLOCKS] += req[r, HELD]
                 state[LIVE_TOKENS] -= req[r, COMPUTED]
-                req[r, HELD] = 0
+                _release_blocks(params, req, state, blocks, r)
                 if params[P_RESERVE] == 1:
                     state[RESERVED_TOKENS] -= req[r, RESERVE]
-                out_finished[n_fin] = r
+                out[OUT_FIN, n_fin] = r
                 n_fin += 1
     if n_fin > 0:
         # Drop finished requests from running, keeping admission order.
         w = 0
         for k in range(state[RUN_LEN]):
-            r = running[k]
+            r = queues[RUN_Q, k]
             if req[r, STATUS] != FINISHED:
-                running[w] = r
+                queues[RUN_Q, w] = r
                 w += 1
         state[RUN_LEN] = w
         state[NUM_FINISHED] += n_fin
-    return n_fin, n_cu, n_sampled, n_first
+    counts[N_FIN] = n_fin
+    counts[N_CU] = n_cu
+    counts[N_FIRST] = n_first
+    counts[N_SAMPLED] = n_sampled
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def pass_record(params, req, state, running, out_req, out_new, out_before, n_sched, n_pre, row):
-    """Fill one row of the pass table (after schedule_step, before complete_step)."""
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _pass_row(params, req, state, out, counts, passes, p):
+    """Row p of the pass table, taken right after scheduling."""
     tokens = 0
     prefill = 0
-    context = 0
-    for k in range(n_sched):
-        r = out_req[k]
-        tokens += out_new[k]
-        context += out_before[k] + out_new[k]
+    for k in range(counts[N_SCHED]):
+        r = out[OUT_REQ, k]
+        n = out[OUT_NEW, k]
+        tokens += n
         # A decode is one token for a sequence that has already produced output; anything else is prefill.
-        if not (out_new[k] == 1 and req[r, GENERATED] > 0 and out_before[k] == req[r, PROMPT] + req[r, GENERATED] - 1):
-            prefill += out_new[k]
+        if not (n == 1 and req[r, GENERATED] > 0 and out[OUT_BEFORE, k] == req[r, PROMPT] + req[r, GENERATED] - 1):
+            prefill += n
     held = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]  # every handed-out block belongs to a running request
-    row[PASS_SEQS] = n_sched
-    row[PASS_TOKENS] = tokens
-    row[PASS_PREFILL] = prefill
-    row[PASS_BLOCKS] = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]
-    row[PASS_PREEMPTED] = n_pre
-    row[PASS_RUNNING] = state[RUN_LEN]
-    row[PASS_WAITING] = state[WAIT_LEN]
-    row[PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
+    passes[p, PASS_SEQS] = counts[N_SCHED]
+    passes[p, PASS_TOKENS] = tokens
+    passes[p, PASS_PREFILL] = prefill
+    passes[p, PASS_BLOCKS] = held
+    passes[p, PASS_PREEMPTED] = counts[N_PRE]
+    passes[p, PASS_RUNNING] = state[RUN_LEN]
+    passes[p, PASS_WAITING] = state[WAIT_LEN]
+    passes[p, PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
     # Held slots: what the allocator has handed out (blocks x block size), or what Orca has reserved.
-    row[PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
-    row[PASS_RESERVED] = state[RESERVED_TOKENS]
-    row[PASS_CONTEXT] = context
+    passes[p, PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
+    passes[p, PASS_RESERVED] = state[RESERVED_TOKENS]
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def pass_seconds(cost, out_new, out_before, n_sched):
-    """Roofline time of one pass: overhead + max(bytes / bandwidth, FLOPs / FLOP/s)."""
-    new_tokens = 0.0
-    context = 0.0
-    pairs = 0.0
-    for k in range(n_sched):
-        n = float(out_new[k])
-        c = float(out_before[k])
-        new_tokens += n
-        context += c + n
-        pairs += n * c + n * (n + 1.0) * 0.5  # causal: token j attends to c + j keys
-    if n_sched == 0:
-        return 0.0
-    bytes_moved = cost[C_WEIGHT_BYTES] + cost[C_KV_BYTES] * context
-    flops = 2.0 * cost[C_PARAMS] * new_tokens + cost[C_ATTN] * pairs
-    t_mem = bytes_moved / cost[C_BANDWIDTH]
-    t_cmp = flops / cost[C_FLOPS]
-    return cost[C_OVERHEAD] + (t_mem if t_mem > t_cmp else t_cmp)
+def begin_pass(params, req, state, queues, blocks, out, counts, passes, p):
+    """Schedule pass p and record its row of `passes` (its outputs are added by end_pass)."""
+    schedule_step(params, req, state, queues, blocks, out, counts)
+    _pass_row(params, req, state, out, counts, passes, p)
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def _grow2(a, rows):
-    out = np.zeros((rows, a.shape[1]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def _grow1(a, n):
-    out = np.zeros(n, dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def _emit(events, n_ev, p, ids, count, kind):
-    """Append `count` events of one kind for pass p; returns the new event count."""
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _emit(events, n_ev, p, out, which, count, kind):
     for k in range(count):
         events[n_ev, 0] = p
-        events[n_ev, 1] = ids[k]
+        events[n_ev, 1] = out[which, k]
         events[n_ev, 2] = kind
         n_ev += 1
     return n_ev
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
-    """Schedule, price and complete passes until every request finishes (or max_passes is hit).
+def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev):
+    """Complete pass p, count its output tokens into its row and append its events; returns the event count.
 
-    Returns (passes table, pass seconds, events (pass, request, kind), request table, final state).
+    The one statement of the event order within a pass: preempt, admit/resume, caught up, first token,
+    finish. `events` must have room for 5 x requests more rows.
     """
-    req, state, waiting, running = init_state(params, prompt_len, output_len, reserve_tokens)
+    complete_step(params, req, state, queues, blocks, out, counts)
+    passes[p, PASS_OUTPUT] = counts[N_SAMPLED]
+    n_ev = _emit(events, n_ev, p, out, OUT_PRE, counts[N_PRE], EV_PREEMPT)
+    for k in range(counts[N_ADM]):
+        events[n_ev, 0] = p
+        events[n_ev, 1] = out[OUT_ADM, k]
+        events[n_ev, 2] = EV_RESUME if out[OUT_RESUMED, k] else EV_ADMIT
+        n_ev += 1
+    n_ev = _emit(events, n_ev, p, out, OUT_CAUGHT_UP, counts[N_CU], EV_CAUGHT_UP)
+    n_ev = _emit(events, n_ev, p, out, OUT_FIRST, counts[N_FIRST], EV_FIRST_TOKEN)
+    return _emit(events, n_ev, p, out, OUT_FIN, counts[N_FIN], EV_FINISH)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def roofline(overhead, bandwidth, flop_rate, bytes_moved, flops):
+    """The cost model: overhead + max(bytes / bandwidth, FLOPs / FLOP/s); scalars or arrays."""
+    return overhead + np.maximum(bytes_moved / bandwidth, flops / flop_rate)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def pass_work(cost, out, n_sched):
+    """(bytes moved, FLOPs) of the pass in `out`: weights plus every context token's KV read; 2 x params
+    per new token plus attention's query-key pairs (token j of a chunk attends to computed_before + j keys)."""
+    new = 0.0
+    context = 0.0
+    pairs = 0.0
+    for k in range(n_sched):
+        n = float(out[OUT_NEW, k])
+        c = float(out[OUT_BEFORE, k])
+        new += n
+        context += c + n
+        pairs += n * c + n * (n + 1.0) * 0.5
+    return (cost[C_WEIGHT_BYTES] + cost[C_KV_BYTES] * context,
+            2.0 * cost[C_PARAMS] * new + cost[C_ATTN] * pairs)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def pass_seconds(cost, out, n_sched):
+    """Roofline time of the pass in `out` (0 for a pass that runs nothing)."""
+    if n_sched == 0:
+        return 0.0
+    bytes_moved, flops = pass_work(cost, out, n_sched)
+    return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def grow_rows(a, rows):
+    out = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
+    """The whole run in compiled code: begin_pass, the roofline clock, end_pass, until all finish.
+
+    Returns (pass table, pass seconds, events (pass, request, kind), (req, state, queues, blocks)).
+    """
+    req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens)
     n_req = prompt_len.shape[0]
-    out_req = np.zeros(n_req, dtype=np.int64)
-    out_new = np.zeros(n_req, dtype=np.int64)
-    out_before = np.zeros(n_req, dtype=np.int64)
-    out_pre = np.zeros(n_req, dtype=np.int64)
-    out_adm = np.zeros(n_req, dtype=np.int64)
-    out_fin = np.zeros(n_req, dtype=np.int64)
-    out_cu = np.zeros(n_req, dtype=np.int64)
-    out_first = np.zeros(n_req, dtype=np.int64)
-    cap = 1024
-    passes = np.zeros((cap, NUM_PASS_FIELDS), dtype=np.int64)
-    seconds = np.zeros(cap, dtype=np.float64)
-    ev_cap = 4 * n_req + 16
-    events = np.zeros((ev_cap, 3), dtype=np.int64)
+    out = np.zeros((NUM_OUT_ROWS, n_req), dtype=np.int64)
+    counts = np.zeros(NUM_COUNTS, dtype=np.int64)
+    passes = np.zeros((1024, NUM_PASS_FIELDS), dtype=np.int64)
+    seconds = np.zeros(1024, dtype=np.float64)
+    events = np.zeros((8 * n_req + 16, 3), dtype=np.int64)
     n_ev = 0
     p = 0
     while state[NUM_FINISHED] < n_req and p < max_passes:
-        n_sched, n_pre, n_adm = schedule_step(params, req, state, waiting, running,
-                                              out_req, out_new, out_before, out_pre, out_adm)
-        if p == cap:
-            cap *= 2
-            passes = _grow2(passes, cap)
-            seconds = _grow1(seconds, cap)
-        pass_record(params, req, state, running, out_req, out_new, out_before, n_sched, n_pre, passes[p])
-        seconds[p] = pass_seconds(cost, out_new, out_before, n_sched)
-        n_fin, n_cu, n_sampled, n_first = complete_step(params, req, state, running, out_req, n_sched,
-                                                        out_fin, out_cu, out_first)
-        passes[p, PASS_OUTPUT] = n_sampled
-        if n_ev + n_pre + n_adm + n_fin + n_cu + n_first > ev_cap:
-            ev_cap = 2 * ev_cap + n_pre + n_adm + n_fin + n_cu + n_first
-            events = _grow2(events, ev_cap)
-        # Event order within a pass matches TraceBuilder.add: preempt, admit/resume, caught up, first token, finish.
-        n_ev = _emit(events, n_ev, p, out_pre, n_pre, EV_PREEMPT)
-        for k in range(n_adm):
-            a = out_adm[k]
-            events[n_ev, 0] = p
-            events[n_ev, 1] = a if a >= 0 else -a - 1
-            events[n_ev, 2] = EV_ADMIT if a >= 0 else EV_RESUME
-            n_ev += 1
-        n_ev = _emit(events, n_ev, p, out_cu, n_cu, EV_CAUGHT_UP)
-        n_ev = _emit(events, n_ev, p, out_first, n_first, EV_FIRST_TOKEN)
-        n_ev = _emit(events, n_ev, p, out_fin, n_fin, EV_FINISH)
+        if p == passes.shape[0]:
+            passes = grow_rows(passes, 2 * p)
+            seconds = grow_rows(seconds, 2 * p)
+        if n_ev + 5 * n_req > events.shape[0]:
+            events = grow_rows(events, 2 * events.shape[0] + 5 * n_req)
+        begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
+        seconds[p] = pass_seconds(cost, out, counts[N_SCHED])
+        n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
         p += 1
-    return passes[:p], seconds[:p], events[:n_ev], req, state
+    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def gather_tables(req, blocks, ids, n):
+    """Block tables of requests ids[:n], one row each, padded with the null block 0."""
+    width = 0
+    for k in range(n):
+        width = max(width, req[ids[k], HELD])
+    table = np.zeros((n, width), dtype=np.int64)
+    for k in range(n):
+        start = req[ids[k], TABLE_START]
+        for j in range(req[ids[k], HELD]):
+            table[k, j] = blocks[start + j]
+    return table

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.cost_model import roofline, roofline_seconds
 from engine.live.errors import LiveError
 from engine.outputs import write_text_atomic
 from engine.presets import GPUSpec, gpu_preset_for_device, register_gpu
@@ -37,9 +38,7 @@ class Fit:
 
 def predict_seconds(pass_bytes: np.ndarray, pass_flops: np.ndarray, gpu: GPUSpec) -> np.ndarray:
     """The cost model's pass times for given bytes and FLOPs (what `pass_seconds` computes per plan)."""
-    b = np.asarray(pass_bytes, dtype=np.float64)
-    f = np.asarray(pass_flops, dtype=np.float64)
-    return gpu.pass_overhead_s + np.maximum(b / gpu.effective_bandwidth, f / gpu.effective_flops)
+    return roofline_seconds(pass_bytes, pass_flops, gpu)
 
 
 def _solve(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
@@ -85,7 +84,7 @@ def fit_pass_times(pass_bytes, pass_flops, seconds, prior: GPUSpec) -> Fit:
     _, overhead, inv_bw = loss_at(ridge)
     bandwidth = 1.0 / inv_bw
     flops = ridge * bandwidth
-    pred = overhead + np.maximum(b / bandwidth, f / flops)
+    pred = roofline(b, f, overhead, bandwidth, flops)
     rel = (pred - t) / t
     return Fit(overhead, bandwidth, flops, float(np.sqrt(np.mean(rel * rel))), int(t.size),
                int((b / bandwidth >= f / flops).sum()))
@@ -96,28 +95,28 @@ def _preset_for(device_name: str, fallback: GPUSpec) -> GPUSpec:
     return gpu_preset_for_device(device_name) or fallback
 
 
-# Which per-pass times a fit reads: GPU time (CUDA events) or the serve loop's wall time per pass.
+# Which per-pass times a fit reads: GPU time (CUDA events) or the serve loop's wall time per pass
+# (fields of LivePasses).
 CLOCKS = {"gpu": "gpu_ms", "wall": "wall_ms"}
 
 
 def calibrate_from_trace(trace, name: str | None = None, clock: str = "gpu") -> GPUSpec:
-    """A GPU preset fitted to a live run's passes (trace.extra carries per-pass bytes, FLOPs and times).
+    """A GPU preset fitted to a live run's passes (trace.live carries per-pass bytes, FLOPs and times).
 
     clock="wall" fits the whole host loop per pass (scheduling, staging, sync included): the preset then
     predicts what a user waits, not just what the GPU spends.
     """
     if clock not in CLOCKS:
         raise LiveError(f"clock must be one of {', '.join(CLOCKS)}; got {clock!r}")
-    extra = trace.extra
-    for key in ("pass_bytes", "pass_flops", CLOCKS[clock], "device"):
-        if key not in extra:
-            raise LiveError(f"the trace has no {key!r}: calibrate needs a live run's trace")
-    device = str(extra["device"])
+    live = trace.live
+    if live is None:
+        raise LiveError("the trace has no live measurements: calibrate needs a live run's trace")
+    device = live.device
     base = _preset_for(device, trace.config.gpu_spec)
-    seconds = np.asarray(extra[CLOCKS[clock]]) / 1e3
-    fit = fit_pass_times(extra["pass_bytes"], extra["pass_flops"], seconds, base)
+    seconds = np.asarray(getattr(live.passes, CLOCKS[clock])) / 1e3
+    fit = fit_pass_times(live.passes.pass_bytes, live.passes.pass_flops, seconds, base)
     label = name or f"{device.removeprefix('NVIDIA ').strip()} (measured{', wall clock' if clock == 'wall' else ''})"
-    spec = extra.get("live_spec")
+    spec = live.live_spec
     return GPUSpec(
         name=label,
         memory_gib=base.memory_gib,
@@ -127,7 +126,7 @@ def calibrate_from_trace(trace, name: str | None = None, clock: str = "gpu") -> 
         effective_flops=fit.flops,
         pass_overhead_s=fit.overhead_s,
         provenance=(f"fitted to {fit.num_passes} live passes ({fit.memory_bound_passes} memory-bound, {clock} "
-                    f"clock) of {getattr(spec, 'name', '?')} {extra.get('dtype', '')} on {device}; rms relative "
+                    f"clock) of {spec.name} {live.dtype} on {device}; rms relative "
                     f"error {100 * fit.rms_rel_error:.1f}%; datasheet figures from the {base.name} preset"),
         extra={"rms_rel_error": fit.rms_rel_error, "passes": fit.num_passes,
                "memory_bound_passes": fit.memory_bound_passes, "clock": clock},

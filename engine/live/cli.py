@@ -9,25 +9,14 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
 from engine.config import ConfigError, RunConfig
 from engine.live.errors import LiveCancelled, LiveError
 from engine.trace import SUMMARY_KEYS, Trace
 from engine.workload import WorkloadError
 
-# Measured figures added to the simulator's summary keys.
-LIVE_KEYS = ("measured_tok_s", "wall_tok_s", "predicted_tok_s", "predicted_gpu", "gpu_ms_per_pass",
-             "wall_ms_per_pass", "host_ms_per_pass", "cuda_graph_passes", "device", "model_preset", "dtype",
-             "attention", "kernels", "weights")
-
-
 def live_summary(trace: Trace) -> dict[str, Any]:
     """The simulator's summary keys (makespan and throughput from measured time) plus the live figures."""
-    out = trace.summary()
-    for key in LIVE_KEYS:
-        value = trace.extra.get(key)
-        out[key] = value.item() if isinstance(value, np.generic) else value
+    out = {**trace.summary(), **trace.live.summary()}
     out["measured_vs_predicted"] = (out["measured_tok_s"] / out["predicted_tok_s"]) if out["predicted_tok_s"] else 0.0
     return out
 
@@ -39,7 +28,8 @@ def _calibrate(trace: Trace, path: str) -> dict[str, Any]:
     spec = calibrate_from_trace(trace)
     save_gpu_spec(spec, path)
     register_gpu(spec)
-    repredicted = float(predict_seconds(trace.extra["pass_bytes"], trace.extra["pass_flops"], spec).sum())
+    passes = trace.live.passes
+    repredicted = float(predict_seconds(passes.pass_bytes, passes.pass_flops, spec).sum())
     return {
         "calibrated_gpu": spec.name,
         "calibrated_overhead_ms": 1e3 * spec.pass_overhead_s,
@@ -92,8 +82,8 @@ def live_main(cfg: RunConfig, args: Any) -> int:
         summary = live_summary(trace)
         if getattr(args, "calibrate_out", None):
             summary.update(_calibrate(trace, args.calibrate_out))
-        if cfg.trace_out:
-            trace.write_schedule(cfg.trace_out)
+        if getattr(args, "trace_out", None):
+            trace.write_schedule(args.trace_out)
     except (LiveError, ConfigError, WorkloadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -113,7 +103,7 @@ def live_main(cfg: RunConfig, args: Any) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(f"error: live run failed: {type(exc).__name__}: {first}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False) or cfg.json:
+    if getattr(args, "json", False):
         print(json.dumps(summary, indent=2))
     else:
         print(_table(summary))

@@ -3,7 +3,7 @@
 `score` puts predicted pass times beside measured ones (throughput both ways, and percentiles of the
 per-pass relative error); `by_pass_kind` splits a run into decode-only, mixed and prefill-only passes and
 sets each group's measured time against the bandwidth/compute roofline. No torch import: the inputs are
-the arrays a live Trace carries in `extra`.
+the per-pass record a live Trace carries (`trace.live.passes`).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.live.errors import LiveError
-from engine.live.executor import MAX_PASSES, PASS_KINDS
+from engine.cost_model import roofline
+from engine.live.stats import PASS_KINDS, LivePasses
 
 PERCENTILES = (50, 90, 99)
 
@@ -40,18 +40,17 @@ def score(predicted_s: np.ndarray, measured_s: np.ndarray, output_tokens: int) -
 
 def roofline_seconds(pass_bytes: np.ndarray, pass_flops: np.ndarray, bandwidth: float, flops: float) -> np.ndarray:
     """The least time each pass can take: all its bytes at `bandwidth`, or all its FLOPs at `flops`."""
-    return np.maximum(np.asarray(pass_bytes, dtype=np.float64) / bandwidth,
-                      np.asarray(pass_flops, dtype=np.float64) / flops)
+    return roofline(pass_bytes, pass_flops, 0.0, bandwidth, flops)
 
 
-def by_pass_kind(extra: dict[str, Any], bandwidth: float, flops: float) -> dict[str, dict[str, Any]]:
+def by_pass_kind(passes: LivePasses, bandwidth: float, flops: float) -> dict[str, dict[str, Any]]:
     """Per kind of pass: count, CUDA-graph count, GPU and wall seconds, roofline seconds, the share of the
     roofline reached (roofline / GPU time) and the share of the run's GPU time the kind takes."""
-    kind = np.asarray(extra["pass_kind"])
-    gpu = np.asarray(extra["gpu_ms"], dtype=np.float64) / 1e3
-    wall = np.asarray(extra["wall_ms"], dtype=np.float64) / 1e3
-    graph = np.asarray(extra["graph_pass"], dtype=bool)
-    roof = roofline_seconds(extra["pass_bytes"], extra["pass_flops"], bandwidth, flops)
+    kind = np.asarray(passes.pass_kind)
+    gpu = np.asarray(passes.gpu_ms, dtype=np.float64) / 1e3
+    wall = np.asarray(passes.wall_ms, dtype=np.float64) / 1e3
+    graph = np.asarray(passes.graph_pass, dtype=bool)
+    roof = roofline_seconds(passes.pass_bytes, passes.pass_flops, bandwidth, flops)
     total_gpu = gpu.sum()
     out = {}
     for code, name in enumerate(PASS_KINDS):
@@ -78,14 +77,18 @@ def schedule_costs(cfg, spec) -> tuple[np.ndarray, np.ndarray]:
     what `run_live` will record, known before it starts (a benchmark sizes a run against its time budget)."""
     from engine.cost_model import pass_bytes_and_flops
     from engine.scheduler import Scheduler
+    from engine.simulate import serve
 
-    scheduler = Scheduler(cfg)
     costs = []
-    while not scheduler.finished:
-        if scheduler.num_passes >= MAX_PASSES:
-            raise LiveError(f"schedule stopped after {MAX_PASSES:,} passes with requests unfinished")
-        plan = scheduler.schedule()
-        costs.append(pass_bytes_and_flops(spec, plan.new_tokens, plan.computed_before))
-        scheduler.complete(plan)
+
+    class Pricer:  # an executor that only writes down what each pass would move and compute
+        def execute(self, plan) -> float:
+            costs.append(pass_bytes_and_flops(spec, plan.new_tokens, plan.computed_before))
+            return 0.0
+
+        def completed(self, plan, outcome) -> None:
+            pass
+
+    serve(Scheduler(cfg), Pricer())
     table = np.asarray(costs, dtype=np.float64).reshape(-1, 2)
     return table[:, 0], table[:, 1]

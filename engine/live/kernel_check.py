@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from engine.presets import ModelSpec
+from kernels.scheduler_core import cdiv
 
 
 def tolerance(dtype: torch.dtype) -> float:
@@ -41,16 +42,8 @@ def kernel_errors(spec: ModelSpec, device: torch.device, dtype: torch.dtype,
 
     seq_lens = [1, 17, 30, 100] if short else [1, 17, 300, 1000]
     prompt, chunk, chunk_start = (30, 6, 94) if short else (300, 60, 940)
-    per_seq = [-(-n // block) for n in seq_lens]
-    num_blocks = sum(per_seq) + 1
-    k_cache, v_cache = randn(num_blocks, block, hkv, d), randn(num_blocks, block, hkv, d)
-    pages = (torch.randperm(num_blocks - 1, generator=gen, device=device) + 1).int()
-    width = -(-max(per_seq) // 16) * 16  # a table stride the live runner also uses (a multiple of 16)
-    tables = torch.zeros(len(seq_lens), width, dtype=torch.int32, device=device)
-    start = 0
-    for row, n in enumerate(per_seq):
-        tables[row, :n] = pages[start:start + n]
-        start += n
+    tables = _scattered_tables(gen, device, seq_lens, block)
+    k_cache, v_cache = (randn(int(tables.max()) + 1, block, hkv, d) for _ in range(2))
     lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
 
@@ -102,3 +95,16 @@ def kernel_errors(spec: ModelSpec, device: torch.device, dtype: torch.dtype,
             lines = str(exc).strip().splitlines()
             errors[name] = f"error: {type(exc).__name__}: {lines[0][:300] if lines else ''}"
     return errors
+
+
+def _scattered_tables(gen: torch.Generator, device: torch.device, seq_lens: list[int], block: int) -> torch.Tensor:
+    """One block table per sequence over randomly permuted pages (never the null block 0), padded with 0
+    to a stride the live runner also uses (a multiple of 16)."""
+    per_seq = [cdiv(n, block) for n in seq_lens]
+    pages = (torch.randperm(sum(per_seq), generator=gen, device=device) + 1).int()
+    tables = torch.zeros(len(seq_lens), cdiv(max(per_seq), 16) * 16, dtype=torch.int32, device=device)
+    start = 0
+    for row, n in enumerate(per_seq):
+        tables[row, :n] = pages[start:start + n]
+        start += n
+    return tables

@@ -26,10 +26,6 @@ class PagedKVCache:
         # Zeros, not empty: padded graph rows read the null block, which must hold finite numbers.
         self.kv = torch.zeros(shape, device=device, dtype=dtype)
 
-    @property
-    def nbytes(self) -> int:
-        return self.kv.numel() * self.kv.element_size()
-
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer (keys, values), each [num_blocks, block_size, kv_heads, head_dim]; views, not copies."""
         return [(self.kv[0, i], self.kv[1, i]) for i in range(self.kv.shape[1])]

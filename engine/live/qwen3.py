@@ -16,8 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.presets import ModelSpec
-from kernels.fused_ops import add_rms_norm, qk_norm_rope_store, rope_table, silu_and_mul
-from kernels.paged_attention import paged_decode_reference, paged_prefill_reference
+from engine.live.backend import TORCH, Kernels
+from kernels.fused_ops import rope_table
+from kernels.paged_attention import paged_prefill_reference
 
 # Shapes the live executor can build without a checkpoint.
 LIVE_PRESETS = ("Qwen3-8B", "Qwen3-0.6B", "tiny")
@@ -44,7 +45,7 @@ class AttentionMetadata:
     decode_seq_lens: torch.Tensor | None = None  # int32 [num_decodes], keys incl. the new token
     prefills: list[PrefillChunk] = field(default_factory=list)  # torch path: one entry per chunk
     decode_num_splits: int = 1
-    use_triton: bool = False
+    kernels: Kernels = TORCH
     # Triton path: every chunk in one launch (kernels.paged_prefill_triton); None when there are none.
     prefill_tables: torch.Tensor | None = None  # int32 [num_chunks, width]
     prefill_tiles: torch.Tensor | None = None  # int32 [num_tiles, 2]
@@ -59,9 +60,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size, **factory))
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None,
-                use_triton: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """(norm(x + residual), x + residual), as one fused kernel when use_triton."""
-        return add_rms_norm(x, residual, self.weight, self.eps, use_triton)
+                kernels: Kernels = TORCH) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual)."""
+        return kernels.add_rms_norm(x, residual, self.weight, self.eps)
 
 
 class Qwen3Attention(nn.Module):
@@ -81,13 +82,13 @@ class Qwen3Attention(nn.Module):
                 v_cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         t = x.shape[0]
         # Store first: every query then reads its own key from the pages like any other.
-        q = qk_norm_rope_store(self.qkv_proj(x), positions, self.q_norm.weight, self.k_norm.weight, rope,
-                               self.q_norm.eps, k_cache, v_cache, meta.slot_mapping, self.num_q_heads,
-                               self.num_kv_heads, meta.use_triton)
+        q = meta.kernels.qk_norm_rope_store(self.qkv_proj(x), positions, self.q_norm.weight, self.k_norm.weight,
+                                            rope, self.q_norm.eps, k_cache, v_cache, meta.slot_mapping,
+                                            self.num_q_heads, self.num_kv_heads)
         out = torch.empty_like(q)
         nd = meta.num_decodes
         if nd:
-            _decode_attention(q[:nd], k_cache, v_cache, meta, self.scale, out[:nd])
+            meta.kernels.decode_attention(q[:nd], k_cache, v_cache, meta, self.scale, out[:nd])
         if meta.prefill_tiles is not None:
             from kernels.paged_prefill_triton import paged_prefill
 
@@ -100,18 +101,6 @@ class Qwen3Attention(nn.Module):
         return self.o_proj(out.view(t, self.num_q_heads * self.head_dim))
 
 
-def _decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
-                      scale: float, out: torch.Tensor) -> None:
-    if meta.use_triton:
-        from kernels.paged_decode_triton import paged_decode
-
-        paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens, scale,
-                     meta.decode_num_splits, out=out)
-    else:
-        out.copy_(paged_decode_reference(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_seq_lens,
-                                         scale))
-
-
 class Qwen3MLP(nn.Module):
     """SwiGLU with gate and up fused into one projection [2 I, H] (Hugging Face's two weights, stacked)."""
 
@@ -121,8 +110,8 @@ class Qwen3MLP(nn.Module):
         self.gate_up_proj = nn.Linear(h, 2 * i, bias=False, **factory)
         self.down_proj = nn.Linear(i, h, bias=False, **factory)
 
-    def forward(self, x: torch.Tensor, use_triton: bool = False) -> torch.Tensor:
-        return self.down_proj(silu_and_mul(self.gate_up_proj(x), use_triton))
+    def forward(self, x: torch.Tensor, kernels: Kernels = TORCH) -> torch.Tensor:
+        return self.down_proj(kernels.silu_and_mul(self.gate_up_proj(x)))
 
 
 class Qwen3DecoderLayer(nn.Module):
@@ -136,11 +125,10 @@ class Qwen3DecoderLayer(nn.Module):
     def forward(self, x, residual, positions, rope, k_cache, v_cache, meta):
         """vLLM's residual convention: the add that closes a sublayer is fused into the next norm, so a
         layer returns its MLP output and the residual stream separately."""
-        fused = meta.use_triton
-        x, residual = self.input_layernorm(x, residual, fused)
+        x, residual = self.input_layernorm(x, residual, meta.kernels)
         x = self.self_attn(x, positions, rope, k_cache, v_cache, meta)
-        x, residual = self.post_attention_layernorm(x, residual, fused)
-        return self.mlp(x, fused), residual
+        x, residual = self.post_attention_layernorm(x, residual, meta.kernels)
+        return self.mlp(x, meta.kernels), residual
 
 
 class Qwen3Model(nn.Module):
@@ -208,10 +196,10 @@ class Qwen3ForCausalLM(nn.Module):
             x, residual = layer(x, residual, positions, self.rope, k_cache, v_cache, meta)
         return x + residual
 
-    def compute_logits(self, hidden: torch.Tensor, use_triton: bool = False) -> torch.Tensor:
+    def compute_logits(self, hidden: torch.Tensor, kernels: Kernels = TORCH) -> torch.Tensor:
         """Final norm and output layer, for just the rows that sample."""
         weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(self.model.norm(hidden, None, use_triton)[0], weight)
+        return F.linear(self.model.norm(hidden, None, kernels)[0], weight)
 
 
 @torch.no_grad()

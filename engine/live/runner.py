@@ -1,7 +1,7 @@
 """The model runner: one scheduler pass in, one forward pass of the torch model out.
 
-`pass_input_from_plan` reads a `StepPlan` (who runs, how many tokens, from which position) with the
-token history and block tables; `ModelRunner.execute` turns that into tensors (decodes first, then
+`pass_input_from_plan` reads a `StepPlan` (who runs, how many tokens from which position, who samples,
+which pages each holds) with the token history; `ModelRunner.execute` turns that into tensors (decodes first, then
 prefill chunks, all in one flat batch), runs the model, samples argmax for the sequences that are caught
 up, and times the pass: CUDA events on a GPU, perf_counter on a CPU. Decode-only passes replay a CUDA
 graph captured for the next batch size up, when graphs are enabled.
@@ -16,8 +16,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.live.block_manager import BlockManager
+from engine.live.backend import Kernels
 from engine.live.kv_cache import PagedKVCache, slot_mapping
+from kernels.scheduler_core import cdiv
 from engine.live.qwen3 import AttentionMetadata, PrefillChunk, Qwen3ForCausalLM
 
 
@@ -27,7 +28,7 @@ class PassInput:
 
     token_ids: list[np.ndarray]
     computed_before: list[int]
-    block_tables: list[list[int]]
+    block_tables: list  # per sequence, its pages in order (a list or an int array)
     sample: list[bool]
 
     @property
@@ -44,18 +45,14 @@ class PassResult:
     logits: torch.Tensor | None = None  # [num sampling sequences, vocab] when asked for
 
 
-def pass_input_from_plan(plan, tokens: list[list[int]], blocks: BlockManager) -> PassInput:
-    """The runner's view of a StepPlan. A sequence samples when the pass reaches the end of what it has
-    (prompt plus generated tokens), exactly the rule of the scheduler's `complete()`."""
-    token_ids, before, tables, sample = [], [], [], []
+def pass_input_from_plan(plan, tokens: list[list[int]]) -> PassInput:
+    """The runner's view of a StepPlan: each scheduled sequence's new token ids and its pages."""
+    token_ids = []
     for r, n, c in zip(plan.request_ids.tolist(), plan.new_tokens.tolist(), plan.computed_before.tolist()):
-        seq = tokens[r]
-        assert c + n <= len(seq), f"request {r} asks for positions up to {c + n}, has {len(seq)} tokens"
-        token_ids.append(np.asarray(seq[c:c + n], dtype=np.int64))
-        before.append(c)
-        tables.append(blocks.table(r))
-        sample.append(c + n == len(seq))
-    return PassInput(token_ids, before, tables, sample)
+        assert c + n <= len(tokens[r]), f"request {r} asks for positions up to {c + n}, has {len(tokens[r])} tokens"
+        token_ids.append(np.asarray(tokens[r][c:c + n], dtype=np.int64))
+    tables = [row[:count] for row, count in zip(plan.block_tables, plan.num_blocks.tolist())]
+    return PassInput(token_ids, plan.computed_before.tolist(), tables, plan.samples.tolist())
 
 
 def _graph_sizes(max_batch: int) -> list[int]:
@@ -68,7 +65,7 @@ def _graph_sizes(max_batch: int) -> list[int]:
 
 class ModelRunner:
     def __init__(self, model: Qwen3ForCausalLM, kv_cache: PagedKVCache, *, max_num_seqs: int,
-                 max_model_len: int, use_triton: bool, use_cuda_graphs: bool) -> None:
+                 max_model_len: int, kernels: Kernels, use_cuda_graphs: bool) -> None:
         self.model = model
         model.prepare_rope(max_model_len)  # rotary table for every position a pass can reach
         self.kv_cache = kv_cache
@@ -76,13 +73,13 @@ class ModelRunner:
         self.block_size = kv_cache.block_size
         self.device = kv_cache.kv.device
         self.is_cuda = self.device.type == "cuda"
-        self.use_triton = use_triton
+        self.kernels = kernels
         self.num_kv_heads = model.spec.num_kv_heads
         self.num_sms = torch.cuda.get_device_properties(self.device).multi_processor_count if self.is_cuda else 1
-        self.max_blocks_per_seq = -(-max_model_len // self.block_size)
+        self.max_blocks_per_seq = cdiv(max_model_len, self.block_size)
         self.graph_sizes = _graph_sizes(min(max_num_seqs, 512))
         self.graphs: dict[int, Callable[[], torch.Tensor]] = {}  # batch size -> run a static decode pass
-        if use_cuda_graphs and self.is_cuda and use_triton:
+        if use_cuda_graphs and self.is_cuda and kernels.triton:
             self.prepare_static_decode(self.graph_sizes)
 
     # -- one pass ------------------------------------------------------------------------------
@@ -123,7 +120,7 @@ class ModelRunner:
         logits = None
         sampled_t = None
         if rows is not None:
-            logits = self.model.compute_logits(hidden[rows], self.use_triton)
+            logits = self.model.compute_logits(hidden[rows], self.kernels)
             sampled_t = logits.argmax(dim=-1)
         if end_event is not None:
             end_event.record()
@@ -143,13 +140,12 @@ class ModelRunner:
         return tensor.to(self.device, non_blocking=True) if self.is_cuda else tensor
 
     def _metadata(self, batch: PassInput, order: list[int], num_decodes: int, slots: np.ndarray) -> AttentionMetadata:
-        meta = AttentionMetadata(slot_mapping=self._to_device(slots), num_decodes=num_decodes,
-                                 use_triton=self.use_triton)
+        meta = AttentionMetadata(slot_mapping=self._to_device(slots), num_decodes=num_decodes, kernels=self.kernels)
         if num_decodes:
             decodes = order[:num_decodes]
             width = max(len(batch.block_tables[i]) for i in decodes)
-            if self.use_triton:
-                width = -(-width // 16) * 16  # a table stride Triton has already specialised for
+            if self.kernels.triton:
+                width = cdiv(width, 16) * 16  # a table stride Triton has already specialised for
             tables = np.zeros((num_decodes, width), dtype=np.int32)  # padding points at the null block
             for row, i in enumerate(decodes):
                 tables[row, :len(batch.block_tables[i])] = batch.block_tables[i]
@@ -158,7 +154,7 @@ class ModelRunner:
             meta.decode_seq_lens = self._to_device(seq_lens)
             meta.decode_num_splits = self._num_splits(num_decodes)
         prefills = order[num_decodes:]
-        if prefills and self.use_triton:
+        if prefills and self.kernels.triton:
             self._triton_prefill_metadata(meta, batch, prefills, num_decodes)
         elif prefills:
             # One host-to-device copy for every chunk's table; each chunk gets a slice of it.
@@ -183,7 +179,7 @@ class ModelRunner:
             chunks.append((row, len(batch.token_ids[i]), batch.computed_before[i]))
             row += len(batch.token_ids[i])
         tiles, info = prefill_tiles(chunks, self.model.spec.num_q_heads // self.num_kv_heads)
-        width = -(-max(len(batch.block_tables[i]) for i in prefills) // 16) * 16  # few distinct strides
+        width = cdiv(max(len(batch.block_tables[i]) for i in prefills), 16) * 16  # few distinct strides
         tables = np.zeros((len(prefills), width), dtype=np.int32)
         for row_index, i in enumerate(prefills):
             tables[row_index, :len(batch.block_tables[i])] = batch.block_tables[i]
@@ -199,7 +195,7 @@ class ModelRunner:
     def _num_splits(self, batch_size: int) -> int:
         """Split count of the graph size bucket at or above the batch: a handful of kernel variants, all
         compiled during warm-up, instead of a fresh Triton compile inside a timed pass."""
-        if not self.use_triton:
+        if not self.kernels.triton:
             return 1
         from kernels.paged_decode_triton import default_num_splits
 
@@ -235,14 +231,14 @@ class ModelRunner:
         self.g_input_ids = torch.zeros(max_batch, dtype=torch.int64, device=dev)
         self.g_positions = torch.zeros(max_batch, dtype=torch.int64, device=dev)
         self.g_slots = torch.zeros(max_batch, dtype=torch.int64, device=dev)  # slot 0: the null block
-        width = -(-self.max_blocks_per_seq // 16) * 16  # same stride specialisation as eager tables
+        width = cdiv(self.max_blocks_per_seq, 16) * 16  # same stride specialisation as eager tables
         self.g_tables = torch.zeros((max_batch, width), dtype=torch.int32, device=dev)
         self.g_seq_lens = torch.ones(max_batch, dtype=torch.int32, device=dev)
         pool = None
         for size in reversed(sizes):
             meta = AttentionMetadata(slot_mapping=self.g_slots[:size], num_decodes=size,
                                      decode_block_tables=self.g_tables[:size], decode_seq_lens=self.g_seq_lens[:size],
-                                     decode_num_splits=self._num_splits(size), use_triton=self.use_triton)
+                                     decode_num_splits=self._num_splits(size), kernels=self.kernels)
             args = (self.g_input_ids[:size], self.g_positions[:size], self.kv_layers, meta)
             if not capture:
                 self.graphs[size] = partial(self.model, *args)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from engine.live.errors import LiveError
-from engine.presets import ModelSpec
+from engine.presets import ModelSpec, count_params  # noqa: F401  (count_params: re-exported)
 
 WEIGHTS_DIR_ENV = "CB_LIVE_WEIGHTS_DIR"
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -22,15 +21,6 @@ _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 def weights_dir_from_env() -> str | None:
     value = os.environ.get(WEIGHTS_DIR_ENV, "").strip()
     return value or None
-
-
-def count_params(spec: ModelSpec) -> int:
-    """Exact parameter count of the Qwen3 layout for these shapes (embedding and untied lm_head included)."""
-    h, i, d = spec.hidden_size, spec.intermediate_size, spec.head_dim
-    attention = h * d * (2 * spec.num_q_heads + 2 * spec.num_kv_heads) + 2 * d
-    per_layer = attention + 3 * h * i + 2 * h
-    head = 0 if spec.tie_word_embeddings else spec.vocab_size * h
-    return spec.num_layers * per_layer + spec.vocab_size * h + head + h
 
 
 def spec_from_hf_config(config: dict, name: str = "checkpoint") -> ModelSpec:
@@ -77,14 +67,13 @@ def spec_from_hf_config(config: dict, name: str = "checkpoint") -> ModelSpec:
         hidden_size=hidden,
         intermediate_size=_positive_int(config, "intermediate_size"),
         vocab_size=_positive_int(config, "vocab_size"),
-        num_params=0.0,
         max_model_len=max_len,
         dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
         tie_word_embeddings=tie,
         rope_theta=_rope_theta(config),
         rms_norm_eps=_positive_float(config, "rms_norm_eps", 1e-6),
     )
-    return replace(spec, num_params=float(count_params(spec)))
+    return spec
 
 
 _MISSING = object()

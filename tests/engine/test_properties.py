@@ -3,7 +3,6 @@ import numpy as np
 from hypothesis import given, settings
 
 from engine import RunConfig, Scheduler, simulate
-from kernels import scheduler_core as core
 from tests.engine.helpers import small_runs
 
 
@@ -13,17 +12,20 @@ def _drive(cfg: RunConfig):
     usable = cfg.usable_blocks
     while not sched.finished:
         plan = sched.schedule()
-        running = sched.running[: sched.state[core.RUN_LEN]]
-        held = sched.req[:, core.HELD]
+        running = sched.running_ids()
+        views = [sched.request(r) for r in range(cfg.build_workload().num_requests)]
+        held = np.array([v.num_blocks for v in views])
         # Blocks: every usable block is either free or held by exactly one running request.
-        assert sched.state[core.FREE_BLOCKS] >= 0
-        assert sched.state[core.FREE_BLOCKS] + held.sum() == usable
+        assert sched.free_blocks >= 0
+        assert sched.free_blocks + held.sum() == usable
         assert held[np.setdiff1d(np.arange(len(held)), running)].sum() == 0
-        # A running request holds exactly the blocks its computed tokens need.
-        need = -(-sched.req[running, core.COMPUTED] // cfg.block_size)
+        # A running request holds exactly the blocks its computed tokens need, and those are its own.
+        need = cfg.blocks_for(np.array([views[r].num_computed_tokens for r in running], dtype=np.int64))
         np.testing.assert_array_equal(held[running], need)
+        owned = np.concatenate([sched.block_table(r) for r in running] + [np.zeros(0, dtype=np.int64)])
+        assert len(set(owned.tolist())) == owned.size and (owned >= 1).all() and (owned <= usable).all()
         assert plan.num_tokens <= cfg.max_num_batched_tokens
-        assert sched.state[core.RUN_LEN] <= cfg.max_num_seqs
+        assert len(running) <= cfg.max_num_seqs
         assert plan.num_seqs <= cfg.max_num_seqs
         assert len(set(plan.request_ids.tolist())) == plan.num_seqs
         sched.complete(plan)
@@ -43,8 +45,8 @@ def test_blocks_conserved_and_limits_respected_every_pass(cfg):
 def test_every_request_finishes_with_exactly_its_output_tokens(cfg):
     trace = simulate(cfg)
     wl = trace.workload
-    np.testing.assert_array_equal(trace.requests[:, core.GENERATED], wl.output_len)
-    assert (trace.requests[:, core.STATUS] == core.FINISHED).all()
+    np.testing.assert_array_equal(trace.generated_per_request, wl.output_len)
+    assert trace.finished_per_request.all()
     assert trace.output_tokens == wl.total_output_tokens
     assert trace.summary()["finished_requests"] == wl.num_requests
 

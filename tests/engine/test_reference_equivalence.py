@@ -3,8 +3,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from engine import RunConfig, simulate, simulate_stepwise
-from engine.reference import ReferenceScheduler
-from kernels import scheduler_core as core
+from tests.engine.reference import ReferenceScheduler
 from tests.engine.helpers import small_runs
 
 
@@ -16,9 +15,9 @@ def _assert_same_schedule(cfg: RunConfig) -> None:
     assert trace.n_seqs.tolist() == [len(p.scheduled) for p in passes]
     assert trace.n_tokens.tolist() == [sum(n for _, n in p.scheduled) for p in passes]
     assert trace.preempted_lists() == [p.preempted for p in passes]
-    assert trace.passes[:, core.PASS_OUTPUT].tolist() == [p.output_tokens for p in passes]
-    assert trace.requests[:, core.RECOMPUTED].tolist() == [r.recomputed for r in ref.requests]
-    assert trace.requests[:, core.RECOMPUTED_PROMPT].tolist() == [r.recomputed_prompt for r in ref.requests]
+    assert trace.output_per_pass.tolist() == [p.output_tokens for p in passes]
+    assert trace.recomputed_per_request.tolist() == [r.recomputed for r in ref.requests]
+    assert trace.recomputed_prompt_per_request.tolist() == [r.recomputed_prompt for r in ref.requests]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

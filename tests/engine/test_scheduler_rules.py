@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from engine import RunConfig, Scheduler, simulate
-from kernels import scheduler_core as core
+from engine import Event, RunConfig, Scheduler, simulate
 from tests.engine.helpers import small_workload
 
 
@@ -34,13 +33,13 @@ def test_prefill_is_chunked_by_the_token_budget_and_new_requests_get_what_is_lef
 def test_blocks_are_allocated_on_demand_in_whole_blocks():
     s = Scheduler(_cfg([5], [10], num_gpu_blocks_override=20))
     plan = s.schedule()
-    assert s.req[0, core.HELD] == 2  # 5 tokens need 2 blocks of 4
+    assert s.request(0).num_blocks == 2  # 5 tokens need 2 blocks of 4
     s.complete(plan)
     for _ in range(3):
         s.complete(s.schedule())  # decode positions 5, 6, 7: still 2 blocks
-    assert s.req[0, core.HELD] == 2
+    assert s.request(0).num_blocks == 2
     s.complete(s.schedule())  # position 8 opens a third block
-    assert s.req[0, core.HELD] == 3
+    assert s.request(0).num_blocks == 3
 
 
 def test_null_block_is_never_handed_out():
@@ -63,9 +62,9 @@ def test_allocation_failure_preempts_the_newest_running_request():
     s.complete(s.schedule())
     plan = s.schedule()
     assert plan.preempted.tolist() == [2]
-    assert s.req[2, core.COMPUTED] == 0 and s.req[2, core.HELD] == 0
-    assert s.req[2, core.GENERATED] == 1  # keeps its sampled token
-    assert s.waiting[s.state[core.WAIT_HEAD]] == 2  # at the head of waiting
+    assert s.request(2).num_computed_tokens == 0 and s.request(2).num_blocks == 0
+    assert s.request(2).num_output_tokens == 1  # keeps its sampled token
+    assert s.waiting_ids()[0] == 2  # at the head of waiting
 
 
 def test_pass_that_preempts_admits_nobody():
@@ -86,7 +85,7 @@ def test_preempted_request_reprefills_prompt_plus_generated_tokens_on_readmissio
         if 2 in plan.admitted.tolist():
             k = plan.request_ids.tolist().index(2)
             assert plan.computed_before[k] == 0
-            assert plan.new_tokens[k] == 8 + s.req[2, core.GENERATED]
+            assert plan.new_tokens[k] == 8 + s.request(2).num_output_tokens
             assert plan.resumed[plan.admitted.tolist().index(2)]
             return
         s.complete(plan)
@@ -143,8 +142,8 @@ def test_static_batching_forms_next_batch_only_after_last_member_finishes():
     cfg = _cfg([4] * 4, [2, 9, 2, 2], unit="request", max_num_seqs=2, max_num_batched_tokens=64,
                num_gpu_blocks_override=40)
     trace = simulate(cfg)
-    admits = trace.events_of(core.EV_ADMIT)
-    finish = {int(r): int(p) for p, r, _ in trace.events_of(core.EV_FINISH)}
+    admits = trace.events_of(Event.ADMIT)
+    finish = {int(r): int(p) for p, r, _ in trace.events_of(Event.FINISH)}
     admitted_at = {int(r): int(p) for p, r, _ in admits}
     assert admitted_at[0] == admitted_at[1] == 0
     # Request 0 finishes early, but 2 waits for 1 (the batch's longest) to finish.
@@ -156,13 +155,13 @@ def test_continuous_batching_refills_a_slot_the_pass_after_it_frees():
     cfg = _cfg([4] * 4, [2, 9, 2, 2], unit="pass", max_num_seqs=2, max_num_batched_tokens=64,
                num_gpu_blocks_override=40)
     trace = simulate(cfg)
-    finish = {int(r): int(p) for p, r, _ in trace.events_of(core.EV_FINISH)}
-    admitted_at = {int(r): int(p) for p, r, _ in trace.events_of(core.EV_ADMIT)}
+    finish = {int(r): int(p) for p, r, _ in trace.events_of(Event.FINISH)}
+    admitted_at = {int(r): int(p) for p, r, _ in trace.events_of(Event.ADMIT)}
     assert admitted_at[2] == finish[0] + 1
 
 
 def test_recomputed_tokens_count_prompt_and_generated_tokens_separately():
     s = simulate(RunConfig()).summary()
     assert 0 < s["recomputed_prompt_tokens"] <= s["recomputed_tokens"]
-    fx = np.array(simulate(RunConfig(pool_gib=2, max_num_seqs=512)).requests[:, core.RECOMPUTED])
+    fx = np.array(simulate(RunConfig(pool_gib=2, max_num_seqs=512)).recomputed_per_request)
     assert fx.sum() > 0

@@ -12,7 +12,8 @@ from explorable.controls import DECLARED_STOPS, Controls
 from explorable.guide import STEPS, Guide
 from explorable.layout import build_app
 from explorable.logs_view import LogView, log_lines
-from explorable.state import CONTROLS, ExplorableState, apply_query
+from explorable.state import CONTROLS, ExplorableState
+from explorable.url import apply_query
 
 
 def shown_text(guide: Guide) -> str:

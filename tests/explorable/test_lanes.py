@@ -6,12 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from engine import RunConfig, Workload, simulate
+from engine import Event, RunConfig, Workload, simulate
 from explorable import palette
 from explorable.lanes import (
     MAX_LISTED_TIMES, THRASH_PREEMPTIONS, is_thrashing, lane_segments, request_details, state_counts, thin_segments,
 )
-from kernels import scheduler_core as core
 
 DEFAULT = RunConfig()
 CAP_64 = RunConfig(max_num_seqs=64)
@@ -66,13 +65,13 @@ def test_each_lane_is_covered_from_zero_to_its_finish_without_gaps_or_overlaps(t
 def test_lost_work_ends_where_the_request_is_evicted(traces):
     trace = traces["default"]
     seg = lane_segments(trace)
-    preempts = trace.events_of(core.EV_PREEMPT)
+    preempts = trace.events_of(Event.PREEMPT)
     evicted_at = {(int(r), round(float(trace.pass_start[p]), 4)) for p, r, _ in preempts}
     lost = seg["state"] == palette.LOST
     ends = {(int(y), round(float(t), 4)) for y, t in zip(seg["y"][lost], seg["right"][lost])}
     assert evicted_at <= ends  # every eviction closes an amber stretch
     # ... and the other amber stretches are recomputes that end when the request caught up.
-    caught = trace.events_of(core.EV_CAUGHT_UP)
+    caught = trace.events_of(Event.CAUGHT_UP)
     caught_at = {(int(r), round(float(trace.pass_end[p]), 4)) for p, r, _ in caught}
     assert ends - evicted_at <= caught_at
     assert lost.sum() == len(preempts) + len(caught)
@@ -133,7 +132,7 @@ def test_hover_text_of_a_request_evicted_many_times_is_bounded_and_keeps_the_cou
     text = request_details(trace)["preempted"][r]
     listed = re.findall(r"\d+\.\d\d", text)
     assert text.endswith(f" s ({count} times)") and len(listed) == MAX_LISTED_TIMES and "..." in text
-    evicted = trace.events[(trace.events[:, 1] == r) & (trace.events[:, 2] == core.EV_PREEMPT), 0]
+    evicted = trace.events[(trace.events[:, 1] == r) & (trace.events[:, 2] == Event.PREEMPT), 0]
     assert float(listed[-1]) == pytest.approx(trace.pass_start[evicted].max(), abs=0.006)  # the last one
 
 

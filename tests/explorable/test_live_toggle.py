@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 import threading
 import time
 import types
@@ -41,6 +42,23 @@ def measured_run(cfg, progress=None, cancel=None, **_):
     for i in range(3):
         progress(i, i + 1, 3)
     return dataclasses.replace(trace, pass_duration=trace.pass_duration * 1.1, measured=True)
+
+
+def test_a_measurement_of_a_setting_the_reader_has_since_left_is_not_published(with_executor):
+    state = ExplorableState(max_num_seqs=64)
+
+    def reader_moves_a_control_meanwhile(cfg, progress=None, cancel=None, **_):
+        trace = measured_run(cfg, progress=progress)
+        state.max_num_seqs = 32  # while the GPU ran
+        return trace
+
+    with_executor(reader_moves_a_control_meanwhile)
+    live = LivePanel(state=state)
+    live.toggle.value = True
+    live.run_button.clicks += 1
+    assert wait_until(lambda: not live.cancel_button.visible)
+    assert not state.trace.measured and state.config.max_num_seqs == 32
+    assert "controls changed while the GPU ran" in live.status.object and not live.run_button.disabled
 
 
 def test_a_measured_run_replaces_the_simulated_one_and_is_compared_with_it(with_executor):
@@ -169,8 +187,8 @@ def test_a_measured_run_names_its_device_and_the_prediction_it_is_set_against(wi
 
     def on_device(cfg, progress=None, cancel=None, **_):
         trace = measured_run(cfg, progress=progress)
-        return dataclasses.replace(trace, extra={"device": "NVIDIA H100 80GB HBM3", "model_preset": "Qwen3-8B",
-                                                 "dtype": "bf16"})
+        live = SimpleNamespace(device="NVIDIA H100 80GB HBM3", model_preset="Qwen3-8B", dtype="bf16")
+        return dataclasses.replace(trace, live=live)
 
     with_executor(on_device)
     state = ExplorableState(max_num_seqs=64)

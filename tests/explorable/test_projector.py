@@ -5,7 +5,8 @@ import pytest
 from bokeh.models import Axis, Label
 
 from explorable import projector
-from explorable.layout import ExplorableApp, query_values
+from explorable.layout import ExplorableApp
+from explorable.url import query_values
 from explorable.state import ExplorableState
 
 

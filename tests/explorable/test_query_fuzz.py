@@ -5,7 +5,7 @@ unknown names, many at once -- the page must end in a valid, runnable configurat
 standard summary), say which value it refused, and never raise. Settings the engine refuses (a pool too
 small for what reserve mode must set aside) keep the last good run and say why.
 
-The link path the served page really takes (`explorable.layout.sync_url` on a Panel `Location`) is fuzzed
+The link path the served page really takes (`explorable.url.sync_url` on a Panel `Location`) is fuzzed
 too: Panel's own query parser and `Location.sync` used to let refused values back in (blank pages).
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from panel.io.location import Location
 
 from explorable import runs
-from explorable.state import CONTROLS, ExplorableState, apply_query
+from explorable.state import CONTROLS, ExplorableState
+from explorable.url import apply_query
 
 SUMMARY_KEYS = {
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
@@ -192,10 +193,10 @@ def test_an_integer_past_float_range_is_refused_with_a_notice(control):
 
 # -- the link path of the served page: Location.query_params -> apply_query -> Location.sync ---------------
 def served_link(search: str) -> ExplorableState:
-    """A fresh page's state after explorable.layout.sync_url has read this address-bar query."""
+    """A fresh page's state after explorable.url.sync_url has read this address-bar query."""
     import panel as pn
 
-    from explorable.layout import sync_url
+    from explorable.url import sync_url
 
     state = ExplorableState()
     saved, pn.state._location = pn.state._location, Location(search=search)  # what pn.state.location returns

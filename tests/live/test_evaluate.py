@@ -5,7 +5,7 @@ import pytest
 from engine.cost_model import pass_seconds
 from engine.live.calibrate import predict_seconds
 from engine.live.evaluate import by_pass_kind, roofline_seconds, schedule_costs, score
-from engine.live.executor import PASS_KINDS, pass_kind
+from engine.live.stats import PASS_KINDS, LivePasses, pass_kind
 from engine.presets import GPUS, MODELS
 from tests.live.helpers import tight_config
 
@@ -31,15 +31,17 @@ def test_score_reports_throughput_both_ways_and_pass_error_percentiles():
 
 
 def test_pass_kinds_split_the_run_and_meet_the_roofline():
-    extra = {
-        "pass_kind": np.array([0, 0, 1, 2, 3], dtype=np.int8),
-        "gpu_ms": np.array([2.0, 2.0, 8.0, 10.0, 0.0]),
-        "wall_ms": np.array([3.0, 2.5, 9.0, 10.5, 0.1]),
-        "graph_pass": np.array([True, True, False, False, False]),
-        "pass_bytes": np.array([2e9, 2e9, 2e9, 2e9, 0.0]),
-        "pass_flops": np.array([1e9, 1e9, 1e9, 8e12, 0.0]),
-    }
-    kinds = by_pass_kind(extra, bandwidth=1e12, flops=1e15)
+    passes = LivePasses(
+        pass_kind=np.array([0, 0, 1, 2, 3], dtype=np.int8),
+        gpu_ms=np.array([2.0, 2.0, 8.0, 10.0, 0.0]),
+        wall_ms=np.array([3.0, 2.5, 9.0, 10.5, 0.1]),
+        runner_wall_ms=np.array([2.5, 2.2, 8.5, 10.2, 0.0]),
+        graph_pass=np.array([True, True, False, False, False]),
+        predicted_ms=np.zeros(5),
+        pass_bytes=np.array([2e9, 2e9, 2e9, 2e9, 0.0]),
+        pass_flops=np.array([1e9, 1e9, 1e9, 8e12, 0.0]),
+    )
+    kinds = by_pass_kind(passes, bandwidth=1e12, flops=1e15)
     assert list(kinds) == ["decode", "mixed", "prefill"]  # the empty pass is left out
     assert kinds["decode"]["passes"] == 2 and kinds["decode"]["cuda_graph_passes"] == 2
     assert kinds["decode"]["pct_of_roofline"] == pytest.approx(100.0)  # 2 GB at 1 TB/s = 2 ms
@@ -61,7 +63,7 @@ def test_schedule_costs_price_the_passes_the_simulator_runs():
     while not scheduler.finished:
         plan = scheduler.schedule()
         expected.append(pass_seconds(spec, gpu, plan.new_tokens, plan.computed_before))
-        scheduler.complete(plan)
+        scheduler.complete(plan, expected[-1])
     assert np.allclose(predict_seconds(pass_bytes, pass_flops, gpu), expected, rtol=1e-12)
 
 
@@ -70,13 +72,13 @@ def test_a_live_run_records_both_clocks_and_every_pass_kind():
     from engine.live.executor import run_live
 
     trace = run_live(tight_config(), model_preset="tiny", device="cpu")
-    extra = trace.extra
+    stats, passes = trace.live, trace.live.passes
     n = trace.num_passes
-    assert all(len(extra[k]) == n for k in ("gpu_ms", "wall_ms", "runner_wall_ms", "pass_kind", "graph_pass"))
+    assert all(len(getattr(passes, k)) == n for k in ("gpu_ms", "wall_ms", "runner_wall_ms", "pass_kind", "graph_pass"))
     # Each pass's loop time holds its runner time, which on a CPU is its measured time.
-    assert np.all(extra["wall_ms"] >= extra["runner_wall_ms"]) and np.all(extra["runner_wall_ms"] >= extra["gpu_ms"])
-    assert extra["wall_tok_s"] <= extra["measured_tok_s"]
-    assert extra["host_ms_per_pass"] == pytest.approx((extra["wall_ms"].sum() - extra["gpu_ms"].sum()) / n)
-    assert set(np.unique(extra["pass_kind"])) >= {0, 1}
+    assert np.all(passes.wall_ms >= passes.runner_wall_ms) and np.all(passes.runner_wall_ms >= passes.gpu_ms)
+    assert stats.wall_tok_s <= stats.measured_tok_s
+    assert stats.host_ms_per_pass == pytest.approx((passes.wall_ms.sum() - passes.gpu_ms.sum()) / n)
+    assert set(np.unique(passes.pass_kind)) >= {0, 1}
     wall = calibrate_from_trace(trace, clock="wall")
     assert wall.extra["clock"] == "wall" and wall.name.endswith("(measured, wall clock)")

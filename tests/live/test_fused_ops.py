@@ -89,6 +89,7 @@ def test_silu_and_mul_matches_reference(dtype, tol, width):
 
 
 def test_model_with_fused_kernels_matches_torch_path_on_a_mixed_pass():
+    from engine.live.backend import TORCH, triton_kernels
     from engine.live.kv_cache import PagedKVCache
     from engine.live.qwen3 import build_model
     from engine.live.runner import ModelRunner, PassInput
@@ -96,9 +97,9 @@ def test_model_with_fused_kernels_matches_torch_path_on_a_mixed_pass():
 
     model = build_model(MODELS["tiny"], "cpu", torch.float32, seed=11)
     logits = {}
-    for use_triton in (False, True):
+    for kernels in (TORCH, triton_kernels()):
         cache = PagedKVCache(model.spec, num_blocks=16, block_size=16, device="cpu", dtype=torch.float32)
-        runner = ModelRunner(model, cache, max_num_seqs=4, max_model_len=128, use_triton=use_triton,
+        runner = ModelRunner(model, cache, max_num_seqs=4, max_model_len=128, kernels=kernels,
                              use_cuda_graphs=False)
         a, b, c = list(range(5, 30)), list(range(60, 69)), list(range(90, 97))
         tables = [[3, 7], [12], [5]]
@@ -109,7 +110,7 @@ def test_model_with_fused_kernels_matches_torch_path_on_a_mixed_pass():
                                           tables, [True, True, True]), keep_logits=True)
         third = runner.execute(PassInput([np.array([t]) for t in second.sampled], [25, 9, 8], tables, [True] * 3),
                                keep_logits=True)
-        logits[use_triton] = torch.cat([first.logits, second.logits, third.logits])
+        logits[kernels.triton] = torch.cat([first.logits, second.logits, third.logits])
     torch.testing.assert_close(logits[True], logits[False], atol=1e-5, rtol=1e-5)
 
 

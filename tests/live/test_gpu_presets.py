@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine import RunConfig, simulate
-from engine.presets import GPUS, gpu_preset_for_device
+from engine.presets import GPUS, MODELS, gpu_preset_for_device
 
 
 @pytest.mark.parametrize("device, preset", [
@@ -52,8 +52,9 @@ def test_a_calibration_on_an_h100_pcie_keeps_the_pcie_datasheet():
     pass_bytes = rng.uniform(1.6e10, 3e10, 50)
     pass_flops = rng.uniform(1e12, 1e14, 50)
     gpu_ms = 1e3 * (1e-3 + pass_bytes / 1.8e12)
-    trace = SimpleNamespace(config=RunConfig(), extra={
-        "pass_bytes": pass_bytes, "pass_flops": pass_flops, "gpu_ms": gpu_ms, "device": "NVIDIA H100 PCIe"})
+    passes = SimpleNamespace(pass_bytes=pass_bytes, pass_flops=pass_flops, gpu_ms=gpu_ms)
+    live = SimpleNamespace(passes=passes, device="NVIDIA H100 PCIe", live_spec=MODELS["Qwen3-8B"], dtype="bf16")
+    trace = SimpleNamespace(config=RunConfig(), live=live)
     spec = calibrate_from_trace(trace)
     assert spec.datasheet_bandwidth == GPUS["H100 PCIe"].datasheet_bandwidth
     assert spec.effective_bandwidth == pytest.approx(1.8e12, rel=1e-3) and "H100 PCIe preset" in spec.provenance

@@ -9,7 +9,6 @@ pytest.importorskip("torch")
 from engine import simulate  # noqa: E402
 from engine.live.errors import LiveCancelled  # noqa: E402
 from engine.live.executor import run_live  # noqa: E402
-from kernels import scheduler_core as core  # noqa: E402
 from tests.live.helpers import tight_config  # noqa: E402
 
 CONFIGS = {
@@ -46,17 +45,17 @@ def test_every_request_generates_exactly_its_workload_output_length():
     cfg = tight_config()
     live = run_live(cfg, model_preset="tiny", device="cpu")
     assert live.output_tokens == int(cfg.build_workload().output_len.sum())
-    np.testing.assert_array_equal(live.requests[:, core.GENERATED], cfg.build_workload().output_len)
+    np.testing.assert_array_equal(live.generated_per_request, cfg.build_workload().output_len)
 
 
 def test_live_trace_carries_measured_and_predicted_figures():
     cfg = tight_config()
     live = run_live(cfg, model_preset="tiny", device="cpu")
-    extra = live.extra
-    assert extra["measured_tok_s"] > 0 and extra["predicted_tok_s"] > 0
-    assert len(extra["gpu_ms"]) == live.num_passes == len(extra["pass_bytes"]) == len(extra["pass_flops"])
-    np.testing.assert_allclose(live.pass_duration, np.asarray(extra["gpu_ms"]) / 1e3)
-    assert extra["attention"] == "gather + SDPA" and extra["cuda_graph_passes"] == 0
+    stats, passes = live.live, live.live.passes
+    assert stats.measured_tok_s > 0 and stats.predicted_tok_s > 0
+    assert len(passes.gpu_ms) == live.num_passes == len(passes.pass_bytes) == len(passes.pass_flops)
+    np.testing.assert_allclose(live.pass_duration, passes.gpu_ms / 1e3)
+    assert stats.attention == "gather + SDPA" and stats.cuda_graph_passes == 0
 
 
 def test_default_model_with_tiny_live_shapes_keeps_the_pool_block_count():
@@ -92,24 +91,25 @@ def test_a_set_cancel_event_stops_the_run_between_passes():
 
 def test_triton_kernels_that_fail_on_this_gpu_fall_back_to_torch_ops(monkeypatch):
     # A Triton compile or launch failure (an unmet driver, say) must cost speed, not the run.
+    import dataclasses
+
     import torch
 
-    from engine.live import executor
-    from engine.live.kv_cache import PagedKVCache
-    from engine.live.qwen3 import build_model
+    from engine.live import backend, executor
     from engine.live.runner import ModelRunner
     from engine.presets import MODELS
 
     real_init = ModelRunner.__init__
 
-    def init(self, *args, use_triton, **kwargs):
-        if use_triton:
+    def init(self, *args, kernels, **kwargs):
+        if kernels.triton:
             raise RuntimeError("PTX .version 8.7 does not support .target sm_90a\nmore detail")
-        real_init(self, *args, use_triton=use_triton, **kwargs)
+        real_init(self, *args, kernels=kernels, **kwargs)
 
     monkeypatch.setattr(ModelRunner, "__init__", init)
-    model = build_model(MODELS["tiny"], "cpu", torch.float32)
-    cache = PagedKVCache(model.spec, 14, 16, "cpu", torch.float32)
-    runner, why = executor._start_runner(torch, model, cache, tight_config(), torch.device("cpu"), True, True)
-    assert runner.use_triton is False and not runner.graphs
+    monkeypatch.setattr(backend, "choose_kernels", lambda device: dataclasses.replace(backend.TORCH, triton=True))
+    runner, why = executor._start(torch, tight_config(), MODELS["tiny"], torch.device("cpu"), torch.float32, None,
+                                  True, ["starting"])
+    assert runner.kernels is backend.TORCH and not runner.graphs
     assert why.startswith("Triton kernels failed here (RuntimeError: PTX .version 8.7") and "more detail" not in why
+

@@ -4,6 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from engine.live.backend import TORCH  # noqa: E402
 from engine.live.kv_cache import PagedKVCache  # noqa: E402
 from engine.live.qwen3 import build_model  # noqa: E402
 from engine.live.runner import ModelRunner, PassInput  # noqa: E402
@@ -22,7 +23,7 @@ def runner():
             noise = torch.randn(p.shape, generator=gen)
             p.copy_(1.0 + 0.1 * noise if name.endswith("norm.weight") else 0.2 * noise)
     cache = PagedKVCache(model.spec, num_blocks=40, block_size=BLOCK, device="cpu", dtype=torch.float32)
-    return ModelRunner(model, cache, max_num_seqs=8, max_model_len=256, use_triton=False, use_cuda_graphs=False)
+    return ModelRunner(model, cache, max_num_seqs=8, max_model_len=256, kernels=TORCH, use_cuda_graphs=False)
 
 
 def run(runner, *seqs):
@@ -95,7 +96,7 @@ def test_tied_embeddings_use_the_embedding_as_output_layer():
     model = build_model(spec, "cpu", torch.float32, seed=5)
     assert model.lm_head is None and "lm_head.weight" not in model.state_dict()
     cache = PagedKVCache(spec, num_blocks=8, block_size=BLOCK, device="cpu", dtype=torch.float32)
-    r = ModelRunner(model, cache, max_num_seqs=2, max_model_len=64, use_triton=False, use_cuda_graphs=False)
+    r = ModelRunner(model, cache, max_num_seqs=2, max_model_len=64, kernels=TORCH, use_cuda_graphs=False)
     tokens = prompt(6, 6)
     res = run(r, (tokens, 0, 6, [3, 1]))
     assert_close(res.logits[0], contiguous_logits(model, tokens)[-1])
@@ -110,7 +111,7 @@ def test_padded_static_decode_buffers_match_eager_and_touch_only_the_null_block(
     logits = {}
     for static in (False, True):
         cache = PagedKVCache(model.spec, num_blocks=24, block_size=BLOCK, device="cpu", dtype=torch.float32)
-        r = ModelRunner(model, cache, max_num_seqs=8, max_model_len=64, use_triton=False, use_cuda_graphs=False)
+        r = ModelRunner(model, cache, max_num_seqs=8, max_model_len=64, kernels=TORCH, use_cuda_graphs=False)
         if static:
             r.prepare_static_decode([1, 4, 8], capture=False)
         first = run(r, *[(p, 0, len(p), t) for p, t in zip(prompts, tables)])

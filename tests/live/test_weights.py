@@ -8,9 +8,10 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from engine.live.errors import LiveError  # noqa: E402
+from engine.presets import count_params  # noqa: E402
 from engine.live.qwen3 import Qwen3ForCausalLM  # noqa: E402
 from engine.live.weights import (  # noqa: E402
-    WEIGHTS_DIR_ENV, count_params, load_weights, read_spec, spec_from_hf_config,
+    WEIGHTS_DIR_ENV, load_weights, read_spec, spec_from_hf_config,
 )
 
 # A tiny Qwen3 config.json in transformers v5's shape (rope_theta inside rope_parameters).
@@ -177,5 +178,5 @@ def test_live_run_loads_the_directory_named_by_the_server_environment(tmp_path, 
     write_checkpoint(tmp_path, CONFIG, state)
     monkeypatch.setenv(WEIGHTS_DIR_ENV, str(tmp_path))
     trace = run_live(tight_config(), device="cpu")
-    assert trace.extra["weights"] == str(tmp_path)
-    assert trace.extra["model_preset"] == tmp_path.name  # shapes come from its config.json
+    assert trace.live.weights == str(tmp_path)
+    assert trace.live.model_preset == tmp_path.name  # shapes come from its config.json

@@ -9,7 +9,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine.config import RunConfig, check_servable
-from engine.scheduler import reserve_tokens
+from engine.scheduler import MAX_PASSES, reserve_tokens
+from engine.trace import format_digest
 from engine.workload import Workload
 
 _MASK = (1 << 64) - 1
@@ -66,9 +67,6 @@ class ReferenceScheduler:
         self.digest = _FNV_OFFSET
         self.passes: list[PassRecord] = []
 
-    def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.cfg.block_size)
-
     def preempt(self, victim: Request) -> None:
         self.free_blocks += victim.blocks
         victim.blocks = 0
@@ -92,7 +90,7 @@ class ReferenceScheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            need = self.blocks_for(req.num_computed_tokens + n) - req.blocks
+            need = self.cfg.blocks_for(req.num_computed_tokens + n) - req.blocks
             evicted_self = False
             while need > self.free_blocks:
                 victim = self.running.pop()  # the newest admitted
@@ -123,9 +121,9 @@ class ReferenceScheduler:
                 n = min(req.num_tokens - req.num_computed_tokens, budget)
                 if cfg.allocation == "reserve" and self.reserved + req.reserve > self.pool_tokens:
                     break
-                if cfg.scheduler_reserve_full_isl and self.blocks_for(req.num_tokens) > self.free_blocks:
+                if cfg.scheduler_reserve_full_isl and self.cfg.blocks_for(req.num_tokens) > self.free_blocks:
                     break
-                need = self.blocks_for(n)
+                need = self.cfg.blocks_for(n)
                 if need > self.free_blocks:
                     break
                 self.waiting.popleft()
@@ -164,7 +162,7 @@ class ReferenceScheduler:
                         self.reserved -= req.reserve
         self.running = [r for r in self.running if r.status != "FINISHED"]
 
-    def run(self, max_passes: int = 2_000_000, check: bool = True) -> list[PassRecord]:
+    def run(self, max_passes: int = MAX_PASSES, check: bool = True) -> list[PassRecord]:
         unfinished = len(self.requests)
         while unfinished and len(self.passes) < max_passes:
             record = self.schedule()
@@ -177,4 +175,4 @@ class ReferenceScheduler:
 
     @property
     def digest_hex(self) -> str:
-        return f"{self.digest:016x}"
+        return format_digest(self.digest)

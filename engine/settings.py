@@ -1,0 +1,145 @@
+"""Every RunConfig field as a person meets it, declared once: its kind, allowed range, label and help.
+
+`RunConfig` validates against this table, `engine/cli.py` builds its flags from it and the explorable its
+controls; a front end that offers a narrower range (a slider) states it here, beside the field (`ui`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from engine.presets import GPUS, MODELS
+from engine.workload import MAX_WORKLOAD_REQUESTS, Workload
+
+ALLOCATIONS = ("on-demand", "reserve")
+UNITS = ("pass", "request")
+BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class ConfigError(ValueError):
+    """A setting outside its allowed range; the message names the setting and the range."""
+
+
+def parse_bool(text: str) -> bool:
+    """true/false, yes/no, on/off or 1/0 (any case); anything else is a ValueError."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ValueError(f"{text!r} is not true or false")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type  # int, float, str or bool
+    label: str  # the explorable's control label
+    help: str  # the CLI flag's help
+    doc: str = ""  # the explorable's explanation of the control, where it has one
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False  # lo itself is not allowed
+    choices: tuple | Callable[[], tuple] = ()  # allowed values; a callable for registries that grow at run time
+    choice_labels: tuple = ()  # how a front end names each choice, in the same order
+    ui: tuple | None = None  # the explorable's narrower range (lo, hi, step) or choices
+    optional: bool = False  # None is allowed (and is the default)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def allowed(self) -> tuple:
+        return self.choices() if callable(self.choices) else self.choices
+
+    def parse(self, text: str) -> Any:
+        """A value of this setting from text (a CLI value); ConfigError when it is not one."""
+        try:
+            return parse_bool(text) if self.kind is bool else self.kind(text)
+        except ValueError:
+            raise ConfigError(f"{self.name}: {text!r} is not a valid {self.kind.__name__}") from None
+
+    def check(self, value: Any) -> None:
+        """Raise ConfigError naming this setting and its range unless `value` is allowed."""
+        if value is None and self.optional:
+            return
+        if self.kind is bool:
+            if not isinstance(value, (bool, np.bool_)):
+                raise ConfigError(f"{self.name} must be true or false, got {value!r}")
+        elif self.choices:
+            if value not in self.allowed():
+                raise ConfigError(f"{self.name} must be one of {', '.join(map(str, self.allowed()))}; got {value!r}")
+        elif self.kind is int:
+            self._check_int(value)
+        elif self.kind is float:
+            self._check_float(value)
+        elif not isinstance(value, (str, Workload)):  # free text: a file path (or, from code, the data itself)
+            raise ConfigError(f"{self.name} must be a file path or a Workload")
+
+    def _check_int(self, value: Any) -> None:
+        lo, hi = int(self.lo), int(self.hi)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"{self.name} must be an integer in {lo:,}..{hi:,}, got {value!r}")
+        if not lo <= value <= hi:
+            raise ConfigError(f"{self.name} must be in {lo:,}..{hi:,}, got {value:,}")
+
+    def _check_float(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ConfigError(f"{self.name} must be a number in {self.lo:g}..{self.hi:g}, got {value!r}")
+        v = float(value)
+        if not math.isfinite(v) or v > self.hi or v < self.lo or (self.lo_open and v <= self.lo):
+            raise ConfigError(f"{self.name} must be in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}], "
+                              f"got {value!r}")
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("max_num_seqs", int, "--max-num-seqs",
+            "vLLM --max-num-seqs: the most sequences running at once (admission cap)",
+            "vLLM's cap on running sequences. It only stops admission; nothing tries to reach it.",
+            1, 4096, ui=(1, 1024, None)),
+    Setting("pool_gib", float, "KV cache pool (GiB)", "KV cache pool in GiB",
+            "GPU memory left for the KV cache after the weights. 16 GiB holds 116,496 tokens of Qwen3-8B.",
+            0.0, 1024.0, lo_open=True, ui=(1.0, 80.0, 0.5)),
+    Setting("allocation", str, "KV cache allocation",
+            "on-demand (vLLM: blocks as tokens arrive, may preempt) or reserve (Orca: prompt + declared max_tokens "
+            "at admission, never preempts)",
+            "On demand: blocks as tokens arrive, evict when out (vLLM; TensorRT-LLM's MAX_UTILIZATION). Reserve: "
+            "prompt + declared max_tokens at admission, never evict (Orca; TensorRT-LLM's default, "
+            "GUARANTEED_NO_EVICT).", choices=ALLOCATIONS, choice_labels=("on demand", "reserve up front")),
+    Setting("declared_multiple", float, "declared max_tokens (x real output)",
+            "declared max_tokens = K x real output length (read only with --allocation reserve)",
+            "What clients ask for, as a multiple of what they really generate. Read only when reserving.",
+            1.0, 64.0, ui=(1.0, 8.0, 0.5)),
+    Setting("unit", str, "scheduling unit", "scheduling unit: per pass (continuous) or per request (static batching)",
+            "Every pass: refill a slot the moment it frees (continuous batching). Every request: run a batch until "
+            "its last member finishes (static batching; TensorRT-LLM's legacy STATIC_BATCH).",
+            choices=UNITS, choice_labels=("per pass", "per request")),
+    Setting("spread", float, "output-length spread (longest / shortest)",
+            "output-length max/min ratio, total held constant",
+            "1x: every request generates 256 tokens. 16x: from about 50 to about 780. Total output is fixed.",
+            1.0, 64.0, ui=(1.0, 32.0, 0.5)),
+    Setting("max_num_batched_tokens", int, "--max-num-batched-tokens",
+            "vLLM --max-num-batched-tokens: token budget of one pass (chunked prefill)",
+            "Token budget of one pass (chunked prefill). Must be at least --max-num-seqs.",
+            1, 1 << 20, ui=(1024, 65536, 256)),
+    Setting("block_size", int, "--block-size", "tokens per KV cache block (vLLM --block-size)", choices=BLOCK_SIZES),
+    Setting("requests", int, "requests",
+            "requests in the generated workload, all queued at 0 s (ignored with --workload)",
+            lo=1, hi=MAX_WORKLOAD_REQUESTS),
+    Setting("seed", int, "seed", "seed of the generated workload's order (same seed, same bits)", lo=0, hi=2**32 - 1),
+    Setting("model", str, "model", "the model whose shapes price the run", choices=lambda: tuple(MODELS),
+            ui=tuple(m for m in MODELS if m != "tiny")),  # tiny exists for CPU tests, not for readers
+    Setting("gpu", str, "GPU", "the GPU whose constants price the run", choices=lambda: tuple(GPUS)),
+    Setting("num_gpu_blocks_override", int, "--num-gpu-blocks-override",
+            "total KV blocks incl. the null block (vLLM's meaning); overrides --pool-gib", lo=2, hi=1 << 26,
+            optional=True),
+    Setting("max_model_len", int, "--max-model-len", "vLLM --max-model-len: longest prompt + output one request may "
+            "have (default: the model's own limit)", lo=2, hi=1 << 24, optional=True),
+    Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
+            "v0.33's admission gate: the whole prompt must fit in free blocks",
+            "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
+    Setting("workload", str, "workload file", "CSV (header prompt_len,output_len) or JSON workload file, at most "
+            "1 MiB and 4096 requests (default: generated from --requests, --spread, --seed)", optional=True),
+)}

@@ -1,0 +1,200 @@
+"""The page's URL: reading a link into the controls (each bad value falls back with a notice), keeping the
+address bar in step with them, and the share link. Every control is a RunConfig field, named as in the
+engine and vLLM, so a course page can link to one exact state.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import weakref
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import panel as pn
+import panel.io.location as panel_location
+import param
+
+from engine.settings import parse_bool
+from explorable import links, runs
+from explorable.assets import stylesheet
+from explorable.state import CONTROLS, ExplorableState
+
+_panel_parse_query = panel_location.parse_query
+
+
+def _tolerant_parse_query(query: str) -> dict:
+    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page, and a
+    second '?' is read as '&'."""
+    query = "?" + query.lstrip("?").replace("?", "&") if query else query
+    try:
+        return _panel_parse_query(query)
+    except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
+        return dict(parse_qsl(query[1:], keep_blank_values=True))
+
+
+def install() -> None:
+    """Once per process: Panel reads the address bar with the tolerant parser."""
+    panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
+
+
+# -- link values ----------------------------------------------------------------------------------
+def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
+    """Turn a link value into a valid value of control `name`, or raise ValueError saying what is allowed."""
+    p = state.param[name]
+    text = raw.strip() if isinstance(raw, str) else raw
+    if isinstance(p, param.Boolean):
+        if isinstance(text, bool):
+            return text
+        if isinstance(text, (int, float)) and text in (0, 1):
+            return bool(text)
+        try:
+            return parse_bool(text)
+        except (AttributeError, ValueError):
+            raise ValueError("true or false") from None
+    if isinstance(p, param.Selector):
+        choices = list(p.objects)
+        labels = dict(p.names or {})  # display labels of a dict-declared Selector
+        for choice in choices:
+            if isinstance(text, str) and text.lower() == str(choice).lower():
+                return choice
+        for label, choice in labels.items():
+            if isinstance(text, str) and text.lower() == label.lower():
+                return choice
+        raise ValueError("one of " + ", ".join(str(c) for c in choices))
+    lo, hi = p.bounds
+    is_int = isinstance(p, param.Integer)
+    what = f"{'a whole number' if is_int else 'a number'} from {lo:,g} to {hi:,g}"
+    if isinstance(text, bool):
+        raise ValueError(what)
+    try:
+        number = float(text)
+    except (TypeError, ValueError, OverflowError):  # float(10**400) overflows
+        raise ValueError(what) from None
+    if not math.isfinite(number) or not lo <= number <= hi or (is_int and not number.is_integer()):
+        raise ValueError(what)
+    return int(number) if is_int else number
+
+
+def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
+    """Apply a link's query to the controls; each bad value falls back to the default with a notice.
+
+    Never raises. Unknown names are ignored (a course page may add its own). If the values are each fine
+    but the mix cannot run (a pool too small for what it must reserve), the values the engine names fall
+    back, and failing that every value from the link.
+    """
+    notices: list[str] = []
+    accepted: dict[str, Any] = {}
+    for name in CONTROLS:
+        if name not in query:
+            continue
+        raw = query[name]
+        if isinstance(raw, (list, tuple)):  # ?x=1&x=2: the last one wins, as in most servers
+            raw = raw[-1] if raw else ""
+        try:
+            accepted[name] = parse_control(state, name, raw)
+        except ValueError as exc:
+            default = state.param[name].default
+            notices.append(
+                f"The link set {name} to {_show(raw)}, which is not {exc}; using the default, {default}."
+            )
+    merged = {**state.control_values(), **accepted}
+    problem = runs.config_problem(_as_config_fields(merged))
+    while problem and accepted:
+        named = [n for n in accepted if n in problem] or list(accepted)
+        for n in named:
+            merged[n] = state.param[n].default
+            accepted.pop(n)
+        notices.append(
+            f"The link's settings cannot run ({problem}); "
+            f"using the default{'s' if len(named) > 1 else ''} for {', '.join(named)}."
+        )
+        problem = runs.config_problem(_as_config_fields(merged))
+    if accepted:
+        state.param.update(**accepted)
+    for text in notices:
+        state.add_notice(text)
+    return notices
+
+
+def _as_config_fields(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: float(v) if k in ("pool_gib", "declared_multiple", "spread") else v for k, v in values.items()}
+
+
+def _show(raw: Any) -> str:
+    text = raw if isinstance(raw, str) else repr(raw)
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def sync_url(state: ExplorableState) -> None:
+    """Read the link's query into the controls (bad values fall back with a notice), then keep the URL in step."""
+    location = pn.state.location
+    if location is None:
+        return
+    # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
+    # 400-digit numbers into values apply_query must not meet. A second '?' is read as '&'.
+    search = (location.search or "").lstrip("?").replace("?", "&")
+    link = dict(parse_qsl(search, keep_blank_values=True))
+    snapped = links.snap_link_values(state, link, CONTROLS)
+    apply_query(state, link)
+    request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
+    if links.has_second_question_mark(getattr(request, "uri", None) or location.search):
+        state.add_notice(links.SECOND_QUESTION_MARK_NOTICE)
+    for text in snapped:
+        state.add_notice(text)
+
+    # From here on the URL only follows the state. (`Location.sync` would also read the link back into the
+    # controls, re-applying what apply_query refused: `?pool_gib=true` passes param's bounds as 1 and then
+    # breaks the slider.)
+    def write_url(*_):
+        location.search = "?" + urlencode(query_values(state))
+
+    state.param.watch(write_url, list(CONTROLS))
+    # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
+    # query once it has, so the address bar names every control from the start.
+    pn.state.onload(write_url)
+    state.previous_summary = None  # a link opens a state; it is not a change from the defaults
+
+
+# Page flags a link carries beside the controls (the projector view), per state: the URL keeps them.
+_PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def query_values(state: ExplorableState) -> dict[str, str]:
+    """Every control as its URL text (what Location.sync writes), then the page's flags."""
+    out = {}
+    for name in CONTROLS:
+        value = state.param[name].serialize(getattr(state, name))
+        out[name] = value if isinstance(value, str) else json.dumps(value)
+    out.update(_PAGE_FLAGS.get(state, {}))
+    return out
+
+
+def set_page_flags(state: ExplorableState, flags: dict[str, str]) -> None:
+    _PAGE_FLAGS[state] = flags
+
+
+class ShareLink(pn.viewable.Viewer):
+    """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
+                                 css_classes=["share"], visible=pn.state.location is not None)
+        self.state.param.watch(self._update, list(CONTROLS))
+        self._update()
+
+    def _update(self, *_):
+        location = pn.state.location
+        if location is None:
+            return
+        # Relative to the page itself, so it names the explorable's own server even inside an iframe.
+        href = f"{location.pathname or ''}?{urlencode(query_values(self.state))}"
+        self.pane.object = (f'<a class="share-link" href="{html.escape(href)}" target="_blank" rel="noopener">'
+                            "Open this exact state in a new tab</a> (copy its address to share it)")
+
+    def __panel__(self):
+        return self.pane
