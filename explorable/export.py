@@ -74,7 +74,8 @@ def grid(stops: dict[str, tuple]) -> tuple[dict[str, dict], dict[str, str]]:
 
 def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
     """`--stops name=v1,v2` overrides, checked against each control's own bounds and choices."""
-    from explorable.state import ExplorableState, parse_control
+    from explorable.state import ExplorableState
+    from explorable.url import parse_control
     from explorable.static_page import STOPS
 
     stops = dict(STOPS)
@@ -155,7 +156,8 @@ def _delta_cells(summary: dict, previous: dict, values: dict) -> list[str]:
     """The six readouts' change cells of `summary` after `previous`, as the readouts pane's model holds them."""
     from engine import RunConfig
     from explorable.readouts import delta_cell, readouts
-    from explorable.state import CONTROLS, ExplorableState, _as_config_fields
+    from explorable.state import CONTROLS, ExplorableState
+    from explorable.url import _as_config_fields
 
     defaults = {n: ExplorableState.param[n].default for n in CONTROLS}
     cfg = RunConfig(**_as_config_fields({**defaults, **values}))

@@ -22,7 +22,8 @@ import test_layout_browser as layout_checks  # the served app's layout checks, r
 
 from engine import RunConfig, simulate
 from explorable.guide import STEPS, step_settings
-from explorable.state import ExplorableState, _as_config_fields
+from explorable.state import ExplorableState
+from explorable.url import _as_config_fields
 
 pytestmark = pytest.mark.browser
 
