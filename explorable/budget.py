@@ -67,7 +67,7 @@ class Bucket:
     rate: float
     burst: float
     tokens: float = -1.0
-    stamp: float = field(default_factory=time.monotonic)
+    stamp: float = field(default_factory=lambda: time.monotonic())  # looked up at call time (tests fake the clock)
 
     def __post_init__(self) -> None:
         self.tokens = self.burst
@@ -98,7 +98,7 @@ class Session:
     prepaid: float = 0.0  # simulation time charged in advance, not yet used
     estimate: Callable[[list], float] | None = None  # what held changes will cost, from (key, event) pairs
     demand: float = 0.0  # cost of what it asked for, decaying with DEMAND_TAU_S
-    demand_stamp: float = field(default_factory=time.monotonic)
+    demand_stamp: float = field(default_factory=lambda: time.monotonic())  # looked up at call time (tests fake the clock)
 
     def demanded(self, now: float, cost: float = 0.0) -> float:
         self.demand = self.demand * math.exp(-(now - self.demand_stamp) / DEMAND_TAU_S) + cost
