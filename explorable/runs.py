@@ -11,15 +11,15 @@ the wall time of each simulation (a cache miss) is charged to the page that aske
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
 import numpy as np
 
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
 from engine.config import check_servable
 from engine.workload import WorkloadError
+from explorable.bounded_cache import BoundedCache
 
 # What a run can raise for a setting the reader chose; anything else is a bug and should surface.
 RUN_ERRORS = (ConfigError, SimulationError, WorkloadError)
@@ -39,53 +39,7 @@ def trace_bytes(trace: Trace) -> int:
     return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray)) + 4096
 
 
-class _TraceCache:
-    """Least-recently-used traces by config, within TRACE_CACHE_BYTES and TRACE_CACHE_ITEMS."""
-
-    def __init__(self, max_bytes: int, max_items: int):
-        self.max_bytes, self.max_items = max_bytes, max_items
-        self._items: OrderedDict[RunConfig, tuple[Trace, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, cfg: RunConfig) -> Trace | None:
-        with self._lock:
-            found = self._items.get(cfg)
-            if found is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(cfg)
-            self.hits += 1
-            return found[0]
-
-    def put(self, cfg: RunConfig, trace: Trace) -> None:
-        size = trace_bytes(trace)
-        if size > self.max_bytes // 4:  # one huge trace must not evict the whole class's states
-            return
-        with self._lock:
-            if cfg in self._items:
-                return
-            self._items[cfg] = (trace, size)
-            self._bytes += size
-            while self._items and (self._bytes > self.max_bytes or len(self._items) > self.max_items):
-                _, (_, old) = self._items.popitem(last=False)
-                self._bytes -= old
-
-    def __contains__(self, cfg: RunConfig) -> bool:
-        return cfg in self._items
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
-            self.hits = self.misses = 0
-
-    def info(self) -> dict[str, int]:
-        return {"items": len(self._items), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
-
-
-_TRACES = _TraceCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS)
+_TRACES = BoundedCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS, trace_bytes)
 
 
 _sim_seconds = [0.004, 1]  # mean wall time of a simulation here: sum, count (a prior of 4 ms, one run)
@@ -110,11 +64,16 @@ def mean_simulation_s() -> float:
 
 def run(cfg: RunConfig) -> Trace:
     """The trace of `cfg` on the simulated clock (raises `RUN_ERRORS` for a setting that cannot run)."""
-    trace = _TRACES.get(cfg)
+    trace = run_if_cached(cfg)
     if trace is None:
         trace = _simulate_metered(cfg)
         _TRACES.put(cfg, trace)
     return trace
+
+
+def run_if_cached(cfg: RunConfig) -> Trace | None:
+    """The kept trace of `cfg`, or None (no simulation)."""
+    return _TRACES.get(cfg)[1]
 
 
 run.cache_clear = _TRACES.clear  # type: ignore[attr-defined]  (functools.lru_cache's names, kept for callers)
@@ -126,25 +85,21 @@ def is_cached(cfg: RunConfig) -> bool:
     return cfg in _TRACES
 
 
-_POINTS: OrderedDict[RunConfig, float] = OrderedDict()  # curve points: throughput by config, least recent first
-_POINTS_LOCK = threading.Lock()
+# Curve points: throughput by config. Bounded by count alone (a float and its RunConfig, ~1 kB each).
+_POINTS = BoundedCache(max_bytes=1 << 62, max_items=THROUGHPUT_CACHE_ITEMS, size_of=lambda _figure: 0)
 
 
 def throughput(cfg: RunConfig) -> float:
     """Output tokens/s of `cfg`, or NaN when the setting cannot run (a gap in a curve, not an error)."""
-    with _POINTS_LOCK:
-        if cfg in _POINTS:
-            _POINTS.move_to_end(cfg)
-            return _POINTS[cfg]
+    found, value = _POINTS.get(cfg)
+    if found:
+        return value
     try:
-        trace = _TRACES.get(cfg) or _simulate_metered(cfg)  # a curve point's trace is not kept: only its figure
+        trace = run_if_cached(cfg) or _simulate_metered(cfg)  # a curve point's trace is not kept: only its figure
         value = float(trace.summary()["throughput_tok_s"])
     except RUN_ERRORS:
         value = math.nan
-    with _POINTS_LOCK:
-        _POINTS[cfg] = value
-        while len(_POINTS) > THROUGHPUT_CACHE_ITEMS:
-            _POINTS.popitem(last=False)
+    _POINTS.put(cfg, value)
     return value
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from engine import RunConfig
 from explorable import runs, view_data
+from explorable.bounded_cache import BoundedCache
 from explorable.lanes import lane_view_data
 from explorable.layout import build_app
 
@@ -48,7 +49,7 @@ def test_measured_trace_is_never_served_from_the_cache():
 
 
 def test_cache_is_bounded_by_bytes():
-    cache = view_data._ViewCache(max_bytes=40_000, max_items=100)
+    cache = BoundedCache(max_bytes=40_000, max_items=100, size_of=view_data.approx_bytes)  # as view_data's
     for i in range(10):
         cache.put(("v", i), np.zeros(1000))  # ~8 kB each
     info = cache.info()
