@@ -6,72 +6,32 @@ install`. Screenshots land in artifacts/ for a person to look at.
 from __future__ import annotations
 
 import io
-import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, TIMEOUT_MS, chromium, panel_serve
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-TIMEOUT_MS = 20_000
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", "127.0.0.1",
-         "--allow-websocket-origin", f"127.0.0.1:{port}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    ready = threading.Event()
-    log: list[str] = []
-
-    def pump():
-        for line in proc.stdout:
-            log.append(line)
-            if "Bokeh app running at" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(60):
-        proc.kill()
-        pytest.fail("panel serve did not start:\n" + "".join(log[-30:]))
-    yield f"http://127.0.0.1:{port}/app"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    assert not any("Traceback" in line for line in log), "".join(log)
+    with panel_serve() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture

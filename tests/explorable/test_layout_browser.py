@@ -10,22 +10,16 @@ import http.server
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, TIMEOUT_MS, chromium, panel_serve
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-TIMEOUT_MS = 20_000
 WIDTHS = (320, 390, 820, 1280)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
@@ -34,49 +28,17 @@ if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
 sync_api.expect.set_options(timeout=TIMEOUT_MS)  # a loaded 2-core machine can take more than 5 s to draw
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", "127.0.0.1",
-         "--allow-websocket-origin", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    ready = threading.Event()
-    log: list[str] = []
-
-    def pump():
-        for line in proc.stdout:
-            log.append(line)
-            if "Bokeh app running at" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(60):
-        proc.kill()
-        pytest.fail("panel serve did not start:\n" + "".join(log[-30:]))
-    yield f"http://127.0.0.1:{port}/app"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    assert not any("Traceback" in line for line in log), "".join(log)
+    with panel_serve(env) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 def open_page(browser, url: str, width: int, height: int = 800, on_page=None):

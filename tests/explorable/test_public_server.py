@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.explorable.test_serving import HOST, RECOMMENDED, TOKEN, Served, _free_port, load_test_client
+from tests.explorable.served_app import free_port
+from tests.explorable.test_serving import HOST, RECOMMENDED, TOKEN, Served, load_test_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 websockets = pytest.importorskip("websockets.asyncio.client", reason="the websockets package is not installed")
@@ -60,7 +61,7 @@ def tree(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def server(tree):
     copy, tmp = tree
-    port = _free_port()
+    port = free_port()
     args = [sys.executable, "-m", "panel", "serve", "app.py", "broken.py", "--port", str(port), "--address", HOST,
             "--allow-websocket-origin", f"{HOST}:{port}", "--session-ids", "signed", *RECOMMENDED]
     proc = subprocess.Popen(args, cwd=copy, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,8 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
+from tests.explorable.served_app import free_port
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,12 +33,6 @@ RECOMMENDED = ["--warm", "--liveness", "--check-unused-sessions", "10000", "--un
 START_TIMEOUT_S = 90
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
 TOKEN = re.compile(r'"token"\s*:\s*"([A-Za-z0-9_\-.=]+)"')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 class Served:
@@ -58,7 +53,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
+    port = free_port()
     args = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", HOST,
             "--allow-websocket-origin", f"{HOST}:{port}", *RECOMMENDED]
     try:

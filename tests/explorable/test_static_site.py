@@ -24,15 +24,15 @@ from engine import RunConfig, simulate
 from explorable.guide import STEPS, step_settings
 from explorable.state import ExplorableState
 from explorable.url import _as_config_fields
+from tests.explorable import served_app
+from tests.explorable.served_app import ARTIFACTS, ROOT
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "artifacts"
 sync_api = layout_checks.sync_api
 # Every guided step's settings and one neighbour of each, on both units and allocations: 72 states.
 SMALL_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]
-CHROMIUM_ARGS = [*layout_checks.CHROMIUM_ARGS, "--disable-quic", "--no-first-run", "--disable-component-update",
+CHROMIUM_ARGS = [*served_app.CHROMIUM_ARGS, "--disable-quic", "--no-first-run", "--disable-component-update",
                  "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 READOUT_FIELDS = ("throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
                   "live_cache_fraction")
@@ -74,7 +74,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=layout_checks.CHROMIUM, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=served_app.CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
 
@@ -109,7 +109,7 @@ def engine_readouts(settings: dict) -> dict[str, float]:
 def test_every_guided_step_shows_the_engines_numbers_with_no_request_to_another_host(site, browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(layout_checks.TIMEOUT_MS)
+    page.set_default_timeout(served_app.TIMEOUT_MS)
     refused = refuse_other_hosts(page)
     try:
         page.goto(site)

@@ -1,0 +1,67 @@
+"""What the browser tests share: Chromium's location and flags, and a real `panel serve app.py` on a free
+loopback port whose log must end without a traceback."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 20_000  # a loaded 2-core machine can take more than 5 s to draw a page
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def panel_serve(env: dict[str, str] | None = None) -> Iterator[str]:
+    """A served explorable at the yielded /app URL; fails the test if it does not start in 60 s, or if its
+    log shows a traceback by the time it is stopped."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", "127.0.0.1",
+         "--allow-websocket-origin", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    ready = threading.Event()
+    log: list[str] = []
+
+    def pump():
+        for line in proc.stdout:
+            log.append(line)
+            if "Bokeh app running at" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(60):
+        proc.kill()
+        pytest.fail("panel serve did not start:\n" + "".join(log[-30:]))
+    yield f"http://127.0.0.1:{port}/app"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    assert not any("Traceback" in line for line in log), "".join(log)
+
+
+@contextmanager
+def chromium(sync_api) -> Iterator:
+    """Headless Chromium through Playwright (the system build: nothing is downloaded)."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
