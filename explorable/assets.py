@@ -83,10 +83,16 @@ def logo_svg() -> str:
 CURRENT_STYLES = {"--btn-bg": "var(--accent)", "--btn-fg": "#ffffff", "--btn-border": "var(--accent)"}
 
 
+def toggled_styles(styles: dict[str, str], on: bool) -> dict[str, str | None]:
+    """`styles`, or each of its properties set to None: BokehJS drops a style property only when the new
+    map sets it to null (one the map leaves out stays on the element)."""
+    return dict(styles) if on else dict.fromkeys(styles)
+
+
 def mark_current(widget: pn.widgets.Widget, current: bool) -> None:
     """Highlight `widget` as the current choice of its row (or not), without re-rendering it."""
     if is_current(widget) != current:  # setting even an equal dict costs Panel a restyle of the widget
-        widget.styles = dict(CURRENT_STYLES) if current else {}
+        widget.styles = toggled_styles(CURRENT_STYLES, current)
 
 
 def is_current(widget: pn.widgets.Widget) -> bool:

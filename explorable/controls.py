@@ -10,7 +10,7 @@ import html
 import panel as pn
 import param
 
-from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet
+from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet, toggled_styles
 from explorable.state import PRODUCTION_NAMES, ExplorableState
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
@@ -91,8 +91,8 @@ class Controls(pn.viewable.Viewer):
             inactive = True
         self.declared_note.object = f"<div>{text}</div>"
         # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.mark_current).
-        self.declared_note.styles = dict(INACTIVE_STYLES) if inactive else {}
-        self.declared_multiple.styles = dict(INACTIVE_STYLES) if inactive else {}
+        self.declared_note.styles = toggled_styles(INACTIVE_STYLES, inactive)
+        self.declared_multiple.styles = toggled_styles(INACTIVE_STYLES, inactive)
 
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"

@@ -63,6 +63,12 @@ def open_app(page, url: str) -> None:
     page.locator(".lane-chart canvas").first.wait_for()
 
 
+def stop_colour(page, label) -> str:
+    """The background colour of a --max-num-seqs stop button, as the browser draws it."""
+    button = page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(rf"^\s*{label}\s*$"))
+    return button.evaluate("el => getComputedStyle(el).backgroundColor")
+
+
 def lane_colour_pixels(page) -> dict[str, int]:
     """Pixels of the lanes' canvas close to the amber and magenta lane colours."""
     Image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the chart's colours")
@@ -132,6 +138,10 @@ def test_moving_max_num_seqs_to_64_is_faster_and_evicts_nobody(server, page):
     sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-delta')).to_have_text(
         re.compile(r"^\+[\d,]+ tok/s$"))
     page.wait_for_function("new URLSearchParams(location.search).get('max_num_seqs') === '64'")
+    # Only the chosen stop looks current: the one it replaces loses its highlight in the browser too.
+    stop = lambda label: page.locator(".stop-max_num_seqs button").filter(  # noqa: E731
+        has_text=re.compile(rf"^\s*{label}\s*$"))
+    sync_api.expect(stop(256)).not_to_have_css("background-color", stop_colour(page, 64))
     assert lane_colour_pixels(page) == {"amber": 0, "magenta": 0}  # all teal
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "explorable-max-num-seqs-64.png"))
