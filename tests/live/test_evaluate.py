@@ -4,7 +4,7 @@ import pytest
 
 from engine.cost_model import pass_seconds
 from engine.live.calibrate import predict_seconds
-from engine.live.evaluate import by_pass_kind, roofline_seconds, schedule_costs, score
+from benchmarks.live_gpu_evaluate import by_pass_kind, roofline_seconds, schedule_costs, score
 from engine.live.stats import PASS_KINDS, LivePasses, pass_kind
 from engine.presets import GPUS, MODELS
 from tests.live.helpers import tight_config
