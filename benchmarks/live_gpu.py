@@ -438,16 +438,16 @@ def settings(cfg: RunConfig) -> dict:
 def estimate_live_s(ctx: Context, cfg: RunConfig) -> float:
     """Setup plus the pass loop, priced from the scheduler's passes: by the wall-clock fit once there is
     one, else by the preset scaled as the default run was (or by a guess before it ran)."""
-    from engine.live.calibrate import predict_seconds
     from benchmarks.live_gpu_evaluate import schedule_costs
+    from engine.cost_model import roofline_seconds
 
     pass_bytes, pass_flops = schedule_costs(cfg, ctx.spec)
     if "wall" in ctx.fits:
-        loop = float(predict_seconds(pass_bytes, pass_flops, ctx.fits["wall"]).sum()) * ESTIMATE_MARGIN
+        loop = float(roofline_seconds(pass_bytes, pass_flops, ctx.fits["wall"]).sum()) * ESTIMATE_MARGIN
     elif ctx.wall_ratio is not None:
-        loop = float(predict_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.wall_ratio * ESTIMATE_MARGIN
+        loop = float(roofline_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.wall_ratio * ESTIMATE_MARGIN
     else:
-        loop = (float(predict_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.guess["slowdown"]
+        loop = (float(roofline_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.guess["slowdown"]
                 + len(pass_bytes) * ctx.guess["host_per_pass"])
     setup = ctx.setup_s * ESTIMATE_MARGIN if ctx.setup_s is not None else ctx.guess["live_setup"]
     return setup + loop
@@ -515,11 +515,12 @@ def describe_run(ctx: Context, cfg: RunConfig, trace, run_s: float) -> dict:
 
 def calibrated_scores(ctx: Context, trace) -> dict:
     """The fitted presets' predictions for this run, each on the clock it was fitted to."""
-    from engine.live.calibrate import CLOCKS, predict_seconds
     from benchmarks.live_gpu_evaluate import score
+    from engine.cost_model import roofline_seconds
+    from engine.live.calibrate import CLOCKS
 
     passes = trace.live.passes
-    return {clock: {"preset": fit.name, **score(predict_seconds(passes.pass_bytes, passes.pass_flops, fit),
+    return {clock: {"preset": fit.name, **score(roofline_seconds(passes.pass_bytes, passes.pass_flops, fit),
                                                 np.asarray(getattr(passes, CLOCKS[clock])) / 1e3, trace.output_tokens)}
             for clock, fit in ctx.fits.items()}
 
