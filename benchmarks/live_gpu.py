@@ -309,14 +309,14 @@ def copy_bandwidth(torch, device, nbytes: int, repeats: int) -> float:
 
 # -- stage: kernel check ---------------------------------------------------------------------------------
 def stage_kernel_check(ctx: Context) -> dict:
-    """Every Triton kernel of the live model against its torch reference (engine/live/kernel_check.py)."""
+    """Every Triton kernel of the live model against its torch reference (benchmarks/live_gpu_kernels.py)."""
     if ctx.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise StageSkipped("a CPU run checks Triton kernels only under TRITON_INTERPRET=1")
     from engine.live.backend import triton_importable
 
     if not triton_importable():
         raise StageSkipped("triton is not importable here: live runs use the torch ops")
-    from engine.live.kernel_check import kernel_errors, tolerance
+    from benchmarks.live_gpu_kernels import kernel_errors, tolerance
 
     limit = tolerance(ctx.dtype)
     errors = kernel_errors(ctx.spec, ctx.device, ctx.dtype, short=ctx.device.type != "cuda")
@@ -438,16 +438,16 @@ def settings(cfg: RunConfig) -> dict:
 def estimate_live_s(ctx: Context, cfg: RunConfig) -> float:
     """Setup plus the pass loop, priced from the scheduler's passes: by the wall-clock fit once there is
     one, else by the preset scaled as the default run was (or by a guess before it ran)."""
-    from engine.live.calibrate import predict_seconds
-    from engine.live.evaluate import schedule_costs
+    from benchmarks.live_gpu_evaluate import schedule_costs
+    from engine.cost_model import roofline_seconds
 
     pass_bytes, pass_flops = schedule_costs(cfg, ctx.spec)
     if "wall" in ctx.fits:
-        loop = float(predict_seconds(pass_bytes, pass_flops, ctx.fits["wall"]).sum()) * ESTIMATE_MARGIN
+        loop = float(roofline_seconds(pass_bytes, pass_flops, ctx.fits["wall"]).sum()) * ESTIMATE_MARGIN
     elif ctx.wall_ratio is not None:
-        loop = float(predict_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.wall_ratio * ESTIMATE_MARGIN
+        loop = float(roofline_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.wall_ratio * ESTIMATE_MARGIN
     else:
-        loop = (float(predict_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.guess["slowdown"]
+        loop = (float(roofline_seconds(pass_bytes, pass_flops, ctx.gpu).sum()) * ctx.guess["slowdown"]
                 + len(pass_bytes) * ctx.guess["host_per_pass"])
     setup = ctx.setup_s * ESTIMATE_MARGIN if ctx.setup_s is not None else ctx.guess["live_setup"]
     return setup + loop
@@ -482,7 +482,7 @@ def roofline_constants(ctx: Context) -> tuple[float, float, str]:
 
 def describe_run(ctx: Context, cfg: RunConfig, trace, run_s: float) -> dict:
     """A live run's figures: both clocks, host time, the preset's prediction, each pass kind vs the roofline."""
-    from engine.live.evaluate import by_pass_kind, score
+    from benchmarks.live_gpu_evaluate import by_pass_kind, score
 
     live, passes = trace.live, trace.live.passes
     summary = trace.summary()
@@ -515,11 +515,12 @@ def describe_run(ctx: Context, cfg: RunConfig, trace, run_s: float) -> dict:
 
 def calibrated_scores(ctx: Context, trace) -> dict:
     """The fitted presets' predictions for this run, each on the clock it was fitted to."""
-    from engine.live.calibrate import CLOCKS, predict_seconds
-    from engine.live.evaluate import score
+    from benchmarks.live_gpu_evaluate import score
+    from engine.cost_model import roofline_seconds
+    from engine.live.calibrate import CLOCKS
 
     passes = trace.live.passes
-    return {clock: {"preset": fit.name, **score(predict_seconds(passes.pass_bytes, passes.pass_flops, fit),
+    return {clock: {"preset": fit.name, **score(roofline_seconds(passes.pass_bytes, passes.pass_flops, fit),
                                                 np.asarray(getattr(passes, CLOCKS[clock])) / 1e3, trace.output_tokens)}
             for clock, fit in ctx.fits.items()}
 

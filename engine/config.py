@@ -6,7 +6,7 @@ Defaults are the course article's scenario. Each field's range, label and help a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -88,13 +88,6 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> "RunConfig":
         return replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = "<in-memory>" if isinstance(value, Workload) else value
-        return out
 
 
 def _validate(cfg: RunConfig) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.cost_model import roofline, roofline_seconds
+from engine.cost_model import roofline
 from engine.live.errors import LiveError
 from engine.outputs import write_text_atomic
 from engine.presets import GPUSpec, gpu_preset_for_device, register_gpu
@@ -34,11 +34,6 @@ class Fit:
     rms_rel_error: float
     num_passes: int
     memory_bound_passes: int
-
-
-def predict_seconds(pass_bytes: np.ndarray, pass_flops: np.ndarray, gpu: GPUSpec) -> np.ndarray:
-    """The cost model's pass times for given bytes and FLOPs (what `pass_seconds` computes per plan)."""
-    return roofline_seconds(pass_bytes, pass_flops, gpu)
 
 
 def _solve(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
@@ -90,11 +85,6 @@ def fit_pass_times(pass_bytes, pass_flops, seconds, prior: GPUSpec) -> Fit:
                int((b / bandwidth >= f / flops).sum()))
 
 
-def _preset_for(device_name: str, fallback: GPUSpec) -> GPUSpec:
-    """The datasheet preset of this CUDA device (H100 SXM, PCIe and NVL apart), else `fallback`."""
-    return gpu_preset_for_device(device_name) or fallback
-
-
 # Which per-pass times a fit reads: GPU time (CUDA events) or the serve loop's wall time per pass
 # (fields of LivePasses).
 CLOCKS = {"gpu": "gpu_ms", "wall": "wall_ms"}
@@ -112,7 +102,7 @@ def calibrate_from_trace(trace, name: str | None = None, clock: str = "gpu") -> 
     if live is None:
         raise LiveError("the trace has no live measurements: calibrate needs a live run's trace")
     device = live.device
-    base = _preset_for(device, trace.config.gpu_spec)
+    base = gpu_preset_for_device(device) or trace.config.gpu_spec  # the device's datasheet preset
     seconds = np.asarray(getattr(live.passes, CLOCKS[clock])) / 1e3
     fit = fit_pass_times(live.passes.pass_bytes, live.passes.pass_flops, seconds, base)
     label = name or f"{device.removeprefix('NVIDIA ').strip()} (measured{', wall clock' if clock == 'wall' else ''})"

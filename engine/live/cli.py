@@ -22,14 +22,15 @@ def live_summary(trace: Trace) -> dict[str, Any]:
 
 
 def _calibrate(trace: Trace, path: str) -> dict[str, Any]:
-    from engine.live.calibrate import calibrate_from_trace, predict_seconds, save_gpu_spec
+    from engine.cost_model import roofline_seconds
+    from engine.live.calibrate import calibrate_from_trace, save_gpu_spec
     from engine.presets import register_gpu
 
     spec = calibrate_from_trace(trace)
     save_gpu_spec(spec, path)
     register_gpu(spec)
     passes = trace.live.passes
-    repredicted = float(predict_seconds(passes.pass_bytes, passes.pass_flops, spec).sum())
+    repredicted = float(roofline_seconds(passes.pass_bytes, passes.pass_flops, spec).sum())
     return {
         "calibrated_gpu": spec.name,
         "calibrated_overhead_ms": 1e3 * spec.pass_overhead_s,

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+from benchmarks.live_gpu_evaluate import by_pass_kind, roofline_seconds, schedule_costs, score
+from engine import cost_model
 from engine.cost_model import pass_seconds
-from engine.live.calibrate import predict_seconds
-from engine.live.evaluate import by_pass_kind, roofline_seconds, schedule_costs, score
 from engine.live.stats import PASS_KINDS, LivePasses, pass_kind
 from engine.presets import GPUS, MODELS
 from tests.live.helpers import tight_config
@@ -64,7 +64,7 @@ def test_schedule_costs_price_the_passes_the_simulator_runs():
         plan = scheduler.schedule()
         expected.append(pass_seconds(spec, gpu, plan.new_tokens, plan.computed_before))
         scheduler.complete(plan, expected[-1])
-    assert np.allclose(predict_seconds(pass_bytes, pass_flops, gpu), expected, rtol=1e-12)
+    assert np.allclose(cost_model.roofline_seconds(pass_bytes, pass_flops, gpu), expected, rtol=1e-12)
 
 
 def test_a_live_run_records_both_clocks_and_every_pass_kind():

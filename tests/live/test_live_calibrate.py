@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from engine import RunConfig, simulate
-from engine.cost_model import pass_bytes_and_flops
-from engine.live.calibrate import fit_pass_times, load_gpu_spec, predict_seconds, save_gpu_spec
+from engine.cost_model import pass_bytes_and_flops, roofline_seconds
+from engine.live.calibrate import fit_pass_times, load_gpu_spec, save_gpu_spec
 from engine.live.errors import LiveError
 from engine.presets import GPUS, MODELS, GPUSpec
 
@@ -33,7 +33,7 @@ def synthetic_passes(seed=0, n=300, prefill=True):
 
 def test_fit_recovers_known_constants_from_exact_pass_times():
     b, f = synthetic_passes()
-    t = predict_seconds(b, f, TRUE)
+    t = roofline_seconds(b, f, TRUE)
     fit = fit_pass_times(b, f, t, prior=GPUS["H100 SXM"])
     assert fit.overhead_s == pytest.approx(TRUE.pass_overhead_s, rel=1e-3)
     assert fit.bandwidth == pytest.approx(TRUE.effective_bandwidth, rel=1e-3)
@@ -44,7 +44,7 @@ def test_fit_recovers_known_constants_from_exact_pass_times():
 
 def test_fit_tolerates_measurement_noise():
     b, f = synthetic_passes(seed=1)
-    t = predict_seconds(b, f, TRUE) * np.random.default_rng(2).normal(1.0, 0.02, size=b.size)
+    t = roofline_seconds(b, f, TRUE) * np.random.default_rng(2).normal(1.0, 0.02, size=b.size)
     fit = fit_pass_times(b, f, t, prior=GPUS["H100 SXM"])
     assert fit.bandwidth == pytest.approx(TRUE.effective_bandwidth, rel=0.02)
     assert fit.flops == pytest.approx(TRUE.effective_flops, rel=0.05)
@@ -53,7 +53,7 @@ def test_fit_tolerates_measurement_noise():
 
 def test_decode_only_passes_pin_bandwidth_and_keep_the_prior_ridge():
     b, f = synthetic_passes(prefill=False)
-    t = predict_seconds(b, f, TRUE)
+    t = roofline_seconds(b, f, TRUE)
     prior = GPUS["H100 SXM"]
     fit = fit_pass_times(b, f, t, prior=prior)
     assert fit.bandwidth == pytest.approx(TRUE.effective_bandwidth, rel=1e-6)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from engine.presets import ModelSpec
-from kernels.scheduler_core import cdiv
+from engine.config import cdiv
 
 
 def tolerance(dtype: torch.dtype) -> float:
