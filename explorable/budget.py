@@ -245,6 +245,20 @@ def meter(seconds: float) -> None:
     charge(doc, seconds - paid)
 
 
+def meter_background(seconds: float) -> None:
+    """Simulations run for this page off the event loop (the curves, explorable.background), reported from
+    the page's thread when they are drawn: its own bucket pays them; the server's does not, since they
+    kept no other page waiting (the loop answered them meanwhile)."""
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        return
+    session = session_of(doc)
+    paid = min(session.prepaid, seconds)
+    session.prepaid -= paid
+    session.bucket.charge(seconds - paid)
+
+
 def install() -> None:
     """Have explorable.runs report its simulations here (idempotent)."""
     runs.meter = meter
+    runs.background_meter = meter_background
