@@ -274,7 +274,8 @@ class Session:
         host = self.base.split("//", 1)[1]
         self.ws = await asyncio.wait_for(ws_connect(
             f"ws://{host}/app/ws", subprotocols=["bokeh", token.group(1)], origin=self.base, proxy=None,
-            compression=None, max_size=256 << 20, max_queue=None, open_timeout=timeout), timeout)
+            compression=None, max_size=256 << 20, max_queue=None, open_timeout=timeout,
+            ping_interval=None), timeout)  # a browser sends no pings of its own (it answers the server's)
         self.reader = asyncio.create_task(self._read())
         await self.expect("ACK", timeout)
         await self.send("PULL-DOC-REQ", {})
