@@ -257,7 +257,10 @@ def meter_background(seconds: float) -> None:
     session = session_of(doc)
     paid = min(session.prepaid, seconds)
     session.prepaid -= paid
-    session.bucket.charge(seconds - paid)
+    # At most down to one change's cost below zero, as for a change: they arrive late (after the page's next
+    # changes may have been admitted), and a page sending many changes has one sweep waiting at most
+    # (explorable.background), so charging every one in full would hold its latest value for many seconds.
+    session.bucket.charge(min(seconds - paid, max(0.0, session.bucket.level() + CHANGE_COST_S)))
 
 
 def install() -> None:
