@@ -95,6 +95,26 @@ def rss_mib(pid: int) -> float:
     return total_kib / 1024
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by `pid` and every descendant; 0 if it is gone. On a machine
+    shared with other work this is a fairer cost per update than wall time."""
+    total, todo, seen = 0, [pid], set()
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+            continue
+    return total / tick
+
+
 class Server:
     """`panel serve app.py` on 127.0.0.1 in its own process group, with its log kept."""
 
@@ -156,6 +176,9 @@ class Server:
 
     def rss(self) -> float:
         return rss_mib(self.proc.pid) if self.proc else 0.0
+
+    def cpu(self) -> float:
+        return cpu_s(self.proc.pid) if self.proc else 0.0
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -251,7 +274,8 @@ class Session:
         host = self.base.split("//", 1)[1]
         self.ws = await asyncio.wait_for(ws_connect(
             f"ws://{host}/app/ws", subprotocols=["bokeh", token.group(1)], origin=self.base, proxy=None,
-            compression=None, max_size=256 << 20, max_queue=None, open_timeout=timeout), timeout)
+            compression=None, max_size=256 << 20, max_queue=None, open_timeout=timeout,
+            ping_interval=None), timeout)  # a browser sends no pings of its own (it answers the server's)
         self.reader = asyncio.create_task(self._read())
         await self.expect("ACK", timeout)
         await self.send("PULL-DOC-REQ", {})
@@ -561,6 +585,9 @@ class Fleet:
     def rss(self) -> float:
         return sum(s.rss() for s in self.servers)
 
+    def cpu(self) -> float:
+        return sum(s.cpu() for s in self.servers)
+
     def alive(self) -> bool:
         return all(s.alive() for s in self.servers)
 
@@ -599,6 +626,8 @@ async def main_async(args) -> int:
     rows: list[tuple[str, str, str, str]] = []
     ms = lambda xs, q: f"{1000 * pct(xs, q):.0f}"  # noqa: E731
     goal = lambda ok: "ok" if ok else "MISSED"  # noqa: E731
+    # The server's CPU time over a phase (its idle pages included) divided by the releases answered in it.
+    per_release = lambda cpu, ph: f"{1000 * cpu / max(len(ph['lat']), 1):.1f} ms ({cpu:.1f} s)"  # noqa: E731
     try:
         print(f"  started in {fleet.start_s:.1f} s; RSS {fleet.rss():.0f} MiB")
         # Warm-up: the first sessions of a process pay one-off costs (templates, caches) that are not per
@@ -622,14 +651,20 @@ async def main_async(args) -> int:
         per_session = (idle - base) / max(len(sessions), 1)
         print(f"  {len(sessions)} idle sessions: RSS {idle:.1f} MiB, {per_session:.2f} MiB per session")
 
+        cpu0 = fleet.cpu()
         st = await steady(sessions, args, 1)
+        cpu_steady = fleet.cpu() - cpu0
         print(f"  steady: {len(st['lat'])} releases in {st['wall']:.0f} s, {st['timeouts']} timed out; "
               f"response p50 {ms(st['lat'], 50)} ms, p95 {ms(st['lat'], 95)} ms")
         after_steady = fleet.rss()
+        cpu0 = fleet.cpu()
         bu = await burst(sessions, args, 2)
+        cpu_burst = fleet.cpu() - cpu0
         print(f"  burst: {len(bu['lat'])} releases, {bu['timeouts']} timed out; "
               f"response p50 {ms(bu['lat'], 50)} ms, p95 {ms(bu['lat'], 95)} ms")
+        cpu0 = fleet.cpu()
         cl = await class_burst(sessions, args)
+        cpu_class = fleet.cpu() - cpu0
         print(f"  class burst: {len(cl['lat'])} releases, {cl['timeouts']} timed out; "
               f"response p50 {ms(cl['lat'], 50)} ms, p95 {ms(cl['lat'], 95)} ms")
         fl = await flood(sessions, args)
@@ -661,17 +696,20 @@ async def main_async(args) -> int:
             ("  response p50 / p95 / max", f"{ms(st['lat'], 50)} / {ms(st['lat'], 95)} / {ms(st['lat'], 100)} ms",
              "p95 < 1000 ms", goal(pct(st["lat"], 95) < 1.0 and st["timeouts"] == 0)),
             ("  curves p50 / p95", f"{ms(st['curves'], 50)} / {ms(st['curves'], 95)} ms", "", ""),
+            ("  server CPU per release", per_release(cpu_steady, st), "", ""),
             ("  timed out", f"{st['timeouts']}", "0", goal(st["timeouts"] == 0)),
             (f"burst: all {len(sessions)} at once, {args.bursts} times", f"{len(bu['lat'])} releases", "", ""),
             ("  response p50 / p95 / max", f"{ms(bu['lat'], 50)} / {ms(bu['lat'], 95)} / {ms(bu['lat'], 100)} ms",
              "(worst case)", ""),
             ("  curves p50 / p95", f"{ms(bu['curves'], 50)} / {ms(bu['curves'], 95)} ms", "", ""),
+            ("  server CPU per release", per_release(cpu_burst, bu), "", ""),
             ("  timed out", f"{bu['timeouts']}", "0", goal(bu["timeouts"] == 0)),
             (f"class burst: all {len(sessions)} at once to the same state, {args.bursts} times",
              f"{len(cl['lat'])} releases", "", ""),
             ("  response p50 / p95 / max", f"{ms(cl['lat'], 50)} / {ms(cl['lat'], 95)} / {ms(cl['lat'], 100)} ms",
              "p95 <= 1000 ms", goal(pct(cl["lat"], 95) <= 1.0 and cl["timeouts"] == 0)),
             ("  curves p50 / p95", f"{ms(cl['curves'], 50)} / {ms(cl['curves'], 95)} ms", "", ""),
+            ("  server CPU per release", per_release(cpu_class, cl), "", ""),
             (f"flood: one page sends {fl['sent']} changes, 10 ms apart",
              f"{fl['updates']} updates computed, last shows {fl['shown']}", "the last value",
              goal(fl["final_ok"])),

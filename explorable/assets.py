@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import panel as pn
+import param
 from bokeh.document import Document
 from bokeh.models import InlineStyleSheet
 from bokeh.models.css import StyleSheet
@@ -90,9 +91,20 @@ def toggled_styles(styles: dict[str, str], on: bool) -> dict[str, str | None]:
 
 
 def mark_current(widget: pn.widgets.Widget, current: bool) -> None:
-    """Highlight `widget` as the current choice of its row (or not), without re-rendering it."""
-    if is_current(widget) != current:  # setting even an equal dict costs Panel a restyle of the widget
-        widget.styles = toggled_styles(CURRENT_STYLES, current)
+    """Highlight `widget` as the current choice of its row (or not), without re-rendering it.
+
+    The widget's Bokeh models get the new `styles` directly: through Panel, a `styles` change recomputes
+    every property of the widget (design, stylesheets, sizing) for Bokeh to compare, about 2 ms of server
+    time per button against 0.07 ms, and a click moves the highlight of two to four buttons. The browser
+    receives the same single `styles` change either way; the widget's own parameter is kept in step for
+    `is_current` and for a later render."""
+    if is_current(widget) == current:  # setting even an equal dict costs a restyle of the widget
+        return
+    styles = toggled_styles(CURRENT_STYLES, current)
+    with param.parameterized.discard_events(widget):
+        widget.styles = styles
+    for model, _parent in list(widget._models.values()):  # Panel's record of the widget's models, by page
+        model.styles = styles
 
 
 def is_current(widget: pn.widgets.Widget) -> bool:

@@ -2,7 +2,7 @@
 
 What a page makes the server do starts with a control change its browser sends (a slider released, a stop
 or guided step clicked): Panel processes it (20-30 ms for this page) and the state runs the engine
-(a simulation for the run and each new curve point when the state is new). Each session has a token bucket
+(a simulation for the run when the state is new; its new curve points run off the loop). Each session has a token bucket
 of CPU seconds (`SESSION_*`), the server has one (`SERVER_*`), refilled slower than one core so that page
 opens and websocket traffic keep their room, and pages that keep asking share a smaller one (`HEAVY_*`). explorable.guard asks `admit(doc, cost)` for each patch that
 changes a control: it is applied at once while both buckets hold tokens and no waiting page comes first.
@@ -37,9 +37,11 @@ from explorable import runs
 # sending while it waits becomes heavy (HEAVY_DEMAND_S): tuned together with benchmarks/attack.py.
 CHANGE_COST_S = 0.03
 DRAG_COST_S = 0.005  # a slider's value while it is dragged (it runs nothing until released)
-# A state nobody has asked for also runs the engine, for the run and each new point of the two curves (up to
-# ~30 simulations, 0.05-0.3 s): explorable.guard estimates it (`guard.change_cost`) and it is charged in
-# advance, so that twenty pages asking at once cannot all be let in before their simulations are counted.
+# A state nobody has asked for also runs the engine: the run, on the event loop, which explorable.guard
+# estimates (`guard.change_cost`) and is charged in advance, so that twenty pages asking at once cannot all
+# be let in before their simulations are counted; and each new point of the two curves (up to ~30
+# simulations, 0.05-0.3 s) on a worker thread (explorable.background), charged to the page alone when drawn
+# (`meter_background`): they keep no other page's release waiting.
 # A page alone may use a quarter of a core for as long as it likes, in bursts of a second: a reader
 # releasing a slider at new states every second or two stays inside it.
 SESSION_RATE = 0.25  # CPU seconds per second
@@ -245,6 +247,23 @@ def meter(seconds: float) -> None:
     charge(doc, seconds - paid)
 
 
+def meter_background(seconds: float) -> None:
+    """Simulations run for this page off the event loop (the curves, explorable.background), reported from
+    the page's thread when they are drawn: its own bucket pays them; the server's does not, since they
+    kept no other page waiting (the loop answered them meanwhile)."""
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        return
+    session = session_of(doc)
+    paid = min(session.prepaid, seconds)
+    session.prepaid -= paid
+    # At most down to one change's cost below zero, as for a change: they arrive late (after the page's next
+    # changes may have been admitted), and a page sending many changes has one sweep waiting at most
+    # (explorable.background), so charging every one in full would hold its latest value for many seconds.
+    session.bucket.charge(min(seconds - paid, max(0.0, session.bucket.level() + CHANGE_COST_S)))
+
+
 def install() -> None:
     """Have explorable.runs report its simulations here (idempotent)."""
     runs.meter = meter
+    runs.background_meter = meter_background

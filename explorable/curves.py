@@ -8,15 +8,17 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, Span
 from bokeh.plotting import figure
+from panel.io.state import set_curdoc
 
 from engine import RunConfig
-from explorable import palette, runs
+from explorable import background, palette, runs
 from explorable.lanes import BACKEND
 from explorable.state import ExplorableState
 
@@ -124,6 +126,22 @@ class _Curve:
         self.figure.y_range.update(start=0, end=float(top) * 1.12)
 
 
+def _hand_over(doc, deliver, done: tuple) -> None:
+    """From the worker: have the page's own thread run `deliver(*done)` (Bokeh's way in from a thread);
+    nothing if the page has closed meanwhile."""
+    if doc.session_context is None:
+        return
+    try:
+        doc.add_next_tick_callback(partial(_in_page, doc, deliver, done))
+    except RuntimeError:  # destroyed between the check and the call
+        pass
+
+
+def _in_page(doc, deliver, done: tuple) -> None:
+    with set_curdoc(doc):  # as Panel runs a scheduled callback: pn.state.curdoc is this page
+        deliver(*done)
+
+
 class Curves(pn.viewable.Viewer):
     """Throughput against --max-num-seqs and against pool GiB, for the other current settings."""
 
@@ -141,14 +159,31 @@ class Curves(pn.viewable.Viewer):
         self._update()
 
     def _schedule(self, *_):
-        # The curves may need up to ~30 uncached runs: draw them just after the lanes and readouts have gone
-        # out, so a slider release is answered at once (served); outside a server this runs immediately.
-        # Curves someone has drawn before cost nothing: they go out with the rest of the update.
+        # The curves may need up to ~30 uncached runs. Served, they are simulated on a worker thread
+        # (explorable.background) while the lanes and readouts go out and the event loop answers other
+        # pages; they are drawn when ready. Outside a server they are drawn at once. Curves someone has
+        # drawn before cost nothing: they go out with the rest of the update.
         cfg = self.state.config
-        if cfg is not None and self.by_seqs.known(cfg) and self.by_pool.known(cfg):
+        if cfg is None or cfg == self._config:
+            return
+        doc = pn.state.curdoc
+        if (self.by_seqs.known(cfg) and self.by_pool.known(cfg)) or doc is None or doc.session_context is None:
             self._update()
-        else:
-            pn.state.execute(self._update, schedule=True)
+            return
+        background.submit(id(self), partial(runs.collecting, partial(self._sweeps, cfg)),
+                          partial(_hand_over, doc, partial(self._deliver, cfg)))
+
+    def _sweeps(self, cfg: RunConfig) -> None:
+        for curve in (self.by_seqs, self.by_pool):
+            shared_sweep(cfg, curve.name, curve.values)
+
+    def _deliver(self, cfg: RunConfig, _result: None, simulated_s: float) -> None:
+        """On the page's thread, once the sweeps around `cfg` are known: charge their simulations to the
+        page (explorable.budget, through runs.background_meter) and draw them unless the page has moved on."""
+        if runs.background_meter is not None and simulated_s:
+            runs.background_meter(simulated_s)
+        if self.state.config == cfg:
+            self._update()
 
     def _update(self):
         cfg = self.state.config

@@ -20,7 +20,7 @@ from typing import Any
 from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
-from explorable import budget, curves, runs
+from explorable import budget, runs
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +201,11 @@ def _budget_key(doc: Document, event: dict) -> Any | None:
 
 
 def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
-    """What applying these control changes will cost the server (s): Panel's processing, and a simulation
-    for the new run and for each point of the two curves that nobody has asked for yet (explorable.curves
-    draws the current setting's curves). Only slider changes are followed: buttons, selections and toggles
-    lead to a few states each, visited soon by everyone."""
+    """What applying these control changes will cost the server's event loop (s): Panel's processing, and
+    a simulation for a new run. The new points of the two curves are simulated off the loop
+    (explorable.background) and charged to the page when they are drawn (`budget.meter_background`).
+    Only slider changes are followed: buttons, selections and toggles lead to a few states each, visited
+    soon by everyone."""
     if all(event.get("attr") == "value" for _key, event in changes):
         return budget.DRAG_COST_S  # a slider being dragged: Panel notes the value; nothing runs until release
     state = budget.session_of(doc).state
@@ -225,18 +226,8 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     except runs.RUN_ERRORS:
         return budget.CHANGE_COST_S  # the engine refuses it: no simulation follows
     if runs.is_cached(cfg):
-        return budget.CHANGE_COST_S  # someone has been here: its curves were drawn then
-    points = [cfg] + [_with(cfg, "max_num_seqs", int(v)) for v in curves.SEQ_SWEEP] + \
-             [_with(cfg, "pool_gib", float(v)) for v in curves.POOL_SWEEP]
-    missing = sum(1 for p in points if p is not None and not runs.has_throughput(p))
-    return budget.CHANGE_COST_S + (1 + missing) * runs.mean_simulation_s()
-
-
-def _with(cfg, name: str, value):
-    try:
-        return cfg.replace(**{name: value})
-    except runs.RUN_ERRORS:
-        return None
+        return budget.CHANGE_COST_S  # someone has been here
+    return budget.CHANGE_COST_S + runs.mean_simulation_s()
 
 
 FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread")

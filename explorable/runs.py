@@ -11,8 +11,10 @@ the wall time of each simulation (a cache miss) is charged to the page that aske
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -30,8 +32,10 @@ TRACE_CACHE_BYTES = 160 * 2**20
 TRACE_CACHE_ITEMS = 256
 THROUGHPUT_CACHE_ITEMS = 16384  # one float and its RunConfig (~1 kB) each: ~16 MB at most
 
-# Installed by explorable.budget on a server; None elsewhere (tests, notebooks).
+# Installed by explorable.budget on a server; None elsewhere (tests, notebooks). `background_meter` takes the
+# simulations a worker thread ran for the page (`collecting`), reported from the page's thread.
 meter: Callable[[float], None] | None = None
+background_meter: Callable[[float], None] | None = None
 
 
 def trace_bytes(trace: Trace) -> int:
@@ -43,6 +47,10 @@ _TRACES = BoundedCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS, trace_bytes)
 
 
 _sim_seconds = [0.004, 1]  # mean wall time of a simulation here: sum, count (a prior of 4 ms, one run)
+_sim_lock = threading.Lock()
+_collect = threading.local()  # on a worker thread (explorable.background): simulation time to report later
+
+T = TypeVar("T")
 
 
 def _simulate_metered(cfg: RunConfig) -> Trace:
@@ -51,10 +59,24 @@ def _simulate_metered(cfg: RunConfig) -> Trace:
         return simulate(cfg)
     finally:
         spent = time.perf_counter() - started
-        _sim_seconds[0] += spent
-        _sim_seconds[1] += 1
-        if meter is not None:
+        with _sim_lock:
+            _sim_seconds[0] += spent
+            _sim_seconds[1] += 1
+        collected = getattr(_collect, "seconds", None)
+        if collected is not None:
+            _collect.seconds = collected + spent
+        elif meter is not None:
             meter(spent)
+
+
+def collecting(work: Callable[[], T]) -> tuple[T, float]:
+    """`work()` and the wall time of the simulations it ran, not reported to `meter` (which belongs to the
+    event loop's thread): a worker thread hands the figure to the page's thread, which reports it."""
+    _collect.seconds = 0.0
+    try:
+        return work(), _collect.seconds
+    finally:
+        _collect.seconds = None
 
 
 def mean_simulation_s() -> float:

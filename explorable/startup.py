@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import html
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import panel as pn
 
@@ -21,14 +25,47 @@ CHECK_EVERY_MS = 250  # how often a waiting page looks whether the simulator is 
 # How long a first page waits for the simulator before it shows the placeholder: loading the compiled core
 # from numba's cache takes about 0.3 s, so a server restarted on an existing install opens pages directly.
 GRACE_S = 0.5
+COMPILE_TIMEOUT_S = 300
 
 _done = threading.Event()
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 
 
+# Compiled code numba keeps on disk for the core's entry point (one index file per cached function).
+_CORE_INDEX = "scheduler_core.run_to_completion-*.nbi"
+
+
+def _compiled_code_is_cached() -> bool:
+    """Does numba's on-disk cache (wherever kernels chose to keep it) hold the core? A cheap look for its
+    index file: a stale one (the source changed) only means the compile happens in this process."""
+    import kernels  # chooses the cache place (setting NUMBA_CACHE_DIR if it must) when first imported
+
+    given = os.environ.get("NUMBA_CACHE_DIR")  # numba uses it alone when set (kernels checked it is writable)
+    places = [Path(given)] if given else [Path(kernels.__file__).parent / "__pycache__", kernels._user_cache_dir()]
+    return any(next(place.rglob(_CORE_INDEX), None) is not None for place in places if place.is_dir())
+
+
+def _compile_in_a_subprocess() -> None:
+    """Compile the core into numba's cache in a child process: numba's compiler is Python and holds the GIL
+    for seconds, which would keep this server from answering the first reader (its page, the placeholder).
+    A child compiles on the other core; this process then loads the result in a fraction of a second."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        subprocess.run([sys.executable, "-c", "from engine import RunConfig, simulate; simulate(RunConfig())"],
+                       env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=COMPILE_TIMEOUT_S, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:  # compiled here instead, as before
+        log.warning("compiling the simulator in a child process failed (%s); compiling in the server",
+                    type(exc).__name__)
+
+
 def _prepare() -> None:
     try:
+        import kernels
+
+        if kernels.CACHE_COMPILED and not _compiled_code_is_cached():
+            _compile_in_a_subprocess()
         runs.warm()  # compiles the numba core, or loads it from numba's cache, and runs the default setting
     except Exception:  # the page will build anyway and show the problem where it always would
         log.exception("preparing the simulator failed")

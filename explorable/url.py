@@ -20,6 +20,7 @@ from engine.settings import parse_bool
 from explorable import links, runs
 from explorable.assets import stylesheet
 from explorable.state import CONTROLS, ExplorableState
+from explorable.text_pane import TextHTML
 
 _panel_parse_query = panel_location.parse_query
 
@@ -182,8 +183,8 @@ class ShareLink(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
-                                 css_classes=["share"], visible=pn.state.location is not None)
+        self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
+                             css_classes=["share"], visible=pn.state.location is not None)
         self.state.param.watch(self._update, list(CONTROLS))
         self._update()
 

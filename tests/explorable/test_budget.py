@@ -156,3 +156,16 @@ def test_simulations_paid_in_advance_are_not_charged_twice(clock, monkeypatch):
     assert budget.session_of(doc).bucket.level() == pytest.approx(after_change)
     budget.meter(foreseen)  # more than foreseen: the rest is charged
     assert budget.session_of(doc).bucket.level() == pytest.approx(after_change - foreseen / 2)
+
+
+def test_background_simulations_are_charged_to_the_page_alone_not_below_one_change(clock, monkeypatch):
+    import panel as pn
+
+    doc = page()
+    monkeypatch.setattr(type(pn.state), "curdoc", property(lambda self: doc))
+    server = budget.SERVER.level()
+    budget.meter_background(0.4)  # the curves of a release, simulated on the worker
+    assert budget.session_of(doc).bucket.level() == pytest.approx(budget.SESSION_BURST - 0.4)
+    assert budget.SERVER.level() == pytest.approx(server)  # no other page waited for them
+    budget.meter_background(5.0)  # far more than the page holds: it goes one change's cost below zero
+    assert budget.session_of(doc).bucket.level() == pytest.approx(-budget.CHANGE_COST_S)

@@ -85,3 +85,48 @@ def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
     hits = runs.run.cache_info()["hits"]
     runs.run(RunConfig())
     assert runs.run.cache_info()["hits"] == hits + 1
+
+
+def test_a_cold_cache_is_compiled_in_a_child_process_then_loaded_here(monkeypatch):
+    """numba's compiler holds the GIL for seconds: with nothing cached, a child process compiles (the
+    server keeps answering pages meanwhile) and the server loads the result."""
+    from explorable import runs
+
+    calls = []
+    monkeypatch.setattr(startup, "_done", threading.Event())
+    monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
+    monkeypatch.setattr(startup.subprocess, "run", lambda cmd, **kw: calls.append((cmd, kw)))
+    startup._prepare()
+    (cmd, kw), = calls
+    assert cmd[0] == startup.sys.executable and "simulate(RunConfig())" in cmd[-1] and kw["check"]
+    assert startup.ready() and runs.is_cached(runs.RunConfig())
+
+
+def test_a_child_process_that_fails_leaves_the_compile_to_the_server(monkeypatch, caplog):
+    def fail(cmd, **kw):
+        raise startup.subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(startup, "_done", threading.Event())
+    monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
+    monkeypatch.setattr(startup.subprocess, "run", fail)
+    startup._prepare()
+    assert startup.ready() and "compiling in the server" in caplog.text
+
+
+def test_a_warm_cache_is_found_and_not_compiled_again(monkeypatch):
+    from explorable import runs
+
+    runs.warm()  # this process's core is compiled and cached on disk by now
+    assert startup._compiled_code_is_cached()
+    monkeypatch.setattr(startup.subprocess, "run", lambda *a, **k: pytest.fail("compiled again"))
+    monkeypatch.setattr(startup, "_done", threading.Event())
+    startup._prepare()
+    assert startup.ready()
+
+
+def test_an_empty_numba_cache_dir_counts_as_cold(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # numba looks only here when it is set
+    assert not startup._compiled_code_is_cached()
+    (tmp_path / "x" / "scheduler_core.run_to_completion-437.py311.nbi").parent.mkdir()
+    (tmp_path / "x" / "scheduler_core.run_to_completion-437.py311.nbi").write_bytes(b"")
+    assert startup._compiled_code_is_cached()
