@@ -162,12 +162,20 @@
     return patch;
   }
 
-  function writeUrl(v) {
+  // The served app's query for these settings (every control, then the projector flag if the link had one).
+  function queryOf(v) {
     const q = new URLSearchParams();
     for (const name of C.order) q.set(name, name in v ? v[name] : C.defaults[name]);
     if (projector !== null) q.set("projector", projector);
-    history.replaceState(history.state, "", `?${q.toString()}${location.hash}`);
+    return `?${q.toString()}`;
   }
+
+  const writeUrl = (v) => history.replaceState(history.state, "", `${queryOf(v)}${location.hash}`);
+
+  // The share link (the served app's text, built by the same Python): this page's address with these settings.
+  // Its href is escaped once as an attribute and once more as the HTML pane's text, as Panel sends it.
+  const shareLink = (v) => ({share: {
+    text: C.shareText.split(C.shareHref).join(esc(esc(`${location.pathname}${queryOf(v)}`))), visible: true}});
 
   async function go(v) {
     const file = C.states[keyOf(v)];
@@ -185,6 +193,7 @@
     if (patch.readouts) patch.readouts = {...patch.readouts, text: readoutsText(patch.readouts.text, data)};
     const out = events(patch, []);
     events(widgets(v), out);
+    events(shareLink(v), out);
     applying = true;
     try {
       doc.apply_json_patch({events: out}, data.buffers);
