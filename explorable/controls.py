@@ -34,7 +34,9 @@ def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
 
     state.param.watch(highlight, name)
     highlight()
-    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"])
+    # Wrapping: a row of more stops than the sidebar's width (the static build's ten pool stops) takes two lines
+    # instead of widening the sidebar.
+    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"], styles={"flex-wrap": "wrap", "row-gap": "4px"})
 
 
 def _note(text: str, classes=("control-note",)) -> pn.pane.HTML:

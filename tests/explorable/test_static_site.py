@@ -3,7 +3,8 @@ by `http.server` on loopback, every request to another host refused twice over (
 other name to nothing, and Playwright's routing records and aborts whatever still tries).
 
 Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the playwright package; skipped otherwise.
-Screenshots land in artifacts/.
+Screenshots land in artifacts/. With CB_STATIC_SITE=DIR the same checks run on an export built beforehand
+(`python -m explorable.export --out DIR`, the full grid: its ten pool stops must not widen the sidebar).
 """
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ def build_site(out: Path, grid=SMALL_GRID) -> None:
 
 @pytest.fixture(scope="module")
 def site_dir(tmp_path_factory) -> Path:
+    """A small export, or with CB_STATIC_SITE=DIR an export already built (the full default grid, say)."""
+    if os.environ.get("CB_STATIC_SITE"):
+        return Path(os.environ["CB_STATIC_SITE"])
     out = tmp_path_factory.mktemp("static-site")
     build_site(out)
     return out
