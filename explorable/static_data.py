@@ -29,11 +29,14 @@ def grid_exponent(values: np.ndarray) -> int | None:
     when there is none (a value that is not finite, or one with more significant bits than that allows)."""
     if not len(values) or not np.all(np.isfinite(values)):
         return None
-    for e in range(24, -64, -1):
-        k = values / 2.0**e
-        if np.all(k == np.round(k)):
-            return e if np.abs(k).max() < 2**31 else None
-    return None
+    nonzero = values[values != 0]
+    if not len(nonzero):
+        return 0
+    mantissa, exponent = np.frexp(nonzero)  # value = mantissa * 2**exponent, 0.5 <= |mantissa| < 1
+    digits = np.abs(mantissa * 2.0**53).astype(np.int64)  # the 53 bits of each value as an integer
+    lowest = np.log2(digits & -digits).astype(np.int64)  # its lowest set bit
+    e = int((exponent - 53 + lowest).min())
+    return e if np.abs(values).max() / 2.0**e < 2**31 else None
 
 
 def grid_planes(values: np.ndarray, e: int) -> dict[str, Any]:
