@@ -86,7 +86,8 @@ def pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
             raw = gzip.decompress(base64.b64decode(value["array"]["data"]))
             width = np.dtype(value["dtype"]).itemsize
             entry = {"dtype": value["dtype"], "shape": value["shape"], "order": value["order"], "width": width}
-            entry.update(min(encodings(raw, width, value["dtype"]), key=lambda e: len(e["data"]) + len(e.get("values", ""))))
+            entry.update(min(encodings(raw, width, value["dtype"]),
+                             key=lambda e: len(e["data"]) + len(e.get("values", ""))))
             key = json.dumps(entry, sort_keys=True)
             if key not in index:
                 index[key] = len(table)

@@ -149,7 +149,8 @@ def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, 
     page = context.new_page()
     refused = refuse_other_hosts(page)
     try:
-        # A link the served app writes (Cap at 64), with a pool between stops (nearest: 16 on the small grid and the full one).
+        # A link the served app writes (Cap at 64), with a pool between stops (nearest: 16 on the small grid and
+        # on the full one).
         page.goto(site + "?max_num_seqs=64&pool_gib=15&allocation=on-demand&unit=pass&spread=16.0")
         page.evaluate("window.cbStatic.ready")
         sync_api.expect(page.locator('[data-notice="link"]')).to_contain_text("pool_gib")
