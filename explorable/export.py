@@ -1,7 +1,8 @@
 """`python -m explorable.export --out DIR`: the explorable as a static site, for a course page with no server.
 
-DIR gets `index.html` (the served app's page, built by the same views, with its first state drawn), the
-Bokeh and Panel JavaScript and CSS it loads, copied from the installed packages, `static/cb-static.js`
+DIR gets `index.html` (the served app's page, built by the same views, with its first state drawn) and
+`projector.html` (the same in the app's projector view, which `?projector=1` opens), the
+Bokeh and Panel JavaScript and CSS they load, copied from the installed packages, `static/cb-static.js`
 (which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
 JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
 Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
