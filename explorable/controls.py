@@ -34,7 +34,9 @@ def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
 
     state.param.watch(highlight, name)
     highlight()
-    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"])
+    # Wrapping: a row of more stops than the sidebar's width (the static build's ten pool stops) takes two lines
+    # instead of widening the sidebar.
+    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"], styles={"flex-wrap": "wrap", "row-gap": "4px"})
 
 
 def _note(text: str, classes=("control-note",)) -> pn.pane.HTML:
@@ -46,6 +48,8 @@ class Controls(pn.viewable.Viewer):
     """Every control of the state, grouped as the course introduces them."""
 
     state = param.ClassSelector(class_=ExplorableState)
+    pool_stops = param.List(default=list(POOL_STOPS), doc="the pool's quick stops (GiB)")
+    advanced_note = param.String(default="", doc="a line atop the advanced section (the static build's)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -102,8 +106,9 @@ class Controls(pn.viewable.Viewer):
         s = self.state
         heading = lambda text: pn.pane.HTML(f"<h3>{text}</h3>", css_classes=["group-heading"],  # noqa: E731
                                             stylesheets=[stylesheet()], margin=(10, 12, 0, 12))
+        fixed = [_note(html.escape(self.advanced_note), ("control-note", "fixed-note"))] if self.advanced_note else []
         advanced = pn.Card(
-            self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
+            *fixed, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
             _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
             title="Advanced", collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
             css_classes=["advanced"],
@@ -116,7 +121,7 @@ class Controls(pn.viewable.Viewer):
             _note("Per pass is continuous batching (vLLM; TensorRT-LLM's in-flight batching); per request is "
                   f"static batching ({PRODUCTION_NAMES['request']})."),
             heading("KV cache"),
-            self.pool_gib, _stops(s, "pool_gib", POOL_STOPS, "{} GiB"), self.pool_warning,
+            self.pool_gib, _stops(s, "pool_gib", self.pool_stops, "{:g} GiB"), self.pool_warning,
             self.allocation,
             _note(f"On demand may evict ({PRODUCTION_NAMES['on-demand']}). Reserving up front never does (Orca; "
                   f"{PRODUCTION_NAMES['reserve']})."),

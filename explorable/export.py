@@ -1,7 +1,8 @@
 """`python -m explorable.export --out DIR`: the explorable as a static site, for a course page with no server.
 
-DIR gets `index.html` (the served app's page, built by the same views, with its first state drawn), the
-Bokeh and Panel JavaScript and CSS it loads, copied from the installed packages, `static/cb-static.js`
+DIR gets `index.html` (the served app's page, built by the same views, with its first state drawn) and
+`projector.html` (the same in the app's projector view, which `?projector=1` opens), the
+Bokeh and Panel JavaScript and CSS they load, copied from the installed packages, `static/cb-static.js`
 (which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
 JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
 Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
@@ -256,24 +257,28 @@ def _copy_assets(page_html: str, out: Path) -> str:
     return page_html
 
 
-def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
-           step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
-    """index.html: the page at its starting point, its resources, and what the script needs to swap states."""
-    from bokeh.resources import Resources
-    from panel.io.resources import Resources as PnResources
-    from panel.io.resources import set_resource_mode
-    from panel.io.save import file_html
+# The page and its projector view (`?projector=1`, as on the served app): each a shell of its own, drawn by the
+# app's own projector code; a link to either with the other's flag goes to the other before anything loads.
+PAGES = (("index.html", False), ("projector.html", True))
+_SWITCH = """<script>(() => {  // ?projector=1 is the projector page's, as on the served explorable
+  const flag = (new URLSearchParams(location.search).get("projector") || "").trim().toLowerCase();
+  const want = ["1", "true", "yes", "on"].includes(flag);
+  if (want !== %s) location.replace(%s + location.search + location.hash);
+})();</script>
+"""
 
+
+def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str], step_keys: list[str],
+            results: dict[str, dict], shared: list[dict]) -> dict[str, Any]:
+    """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
     from explorable import controls as controls_module
     from explorable import static_page
     from explorable.assets import CURRENT_STYLES
-    from explorable.layout import EMBED_MESSAGE, TITLE
+    from explorable.layout import EMBED_MESSAGE
     from explorable.readouts import Readout, delta_cell
     from explorable.state import CONTROLS, ExplorableState
 
-    page = static_page.build(stops)
-    config = {
-        "ids": {name: m.id for name, m in {**page.run_models, **page.ui_models}.items()},
+    return {
         "order": list(CONTROLS),
         "grid": list(GRID_ORDER),
         "stops": {n: [url_text(n, v) for v in stops[n]] for n in GRID_ORDER},
@@ -289,26 +294,50 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
         "current": static_page._encode(dict(CURRENT_STYLES)),
         "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
         "buttonStops": {n: [url_text(n, v) for v in b] for n, b in (
-            ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", controls_module.POOL_STOPS),
+            ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", page.app.views["controls"].pool_stops),
             ("declared_multiple", controls_module.DECLARED_STOPS), ("spread", controls_module.SPREAD_STOPS))},
         "embedMessage": EMBED_MESSAGE,
+        "shareText": page.ui_models["share"].text,
+        "shareHref": static_page.SHARE_HREF,
         "shared": shared,
     }
-    static_page.set_controls(page, {})  # back at the starting point, which the shell draws
-    page.state.dismiss_notices()
-    static_page.on_change_js(page)
-    resources = PnResources.from_bokeh(Resources(mode="server", root_url="./"), absolute=True)
-    with set_resource_mode("server"):
-        text = file_html(page.doc, resources, TITLE)
-    text = _copy_assets(text, out)
-    script = json.dumps(config, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
+           step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
+    """index.html and projector.html: the page at its starting point, its resources, and what the script needs."""
+    from bokeh.resources import Resources
+    from panel.io.resources import Resources as PnResources
+    from panel.io.resources import set_resource_mode
+    from panel.io.save import file_html
+
+    from explorable import static_page
+    from explorable.layout import TITLE
+
     (out / "static").mkdir(exist_ok=True)
     shutil.copyfile(STATIC_JS, out / "static" / "cb-static.js")
-    tail = f'<script>window.CB_STATIC_CONFIG = {script};</script>\n<script src="static/cb-static.js"></script>\n'
-    text = text.replace("</body>", tail + "</body>", 1)
-    tmp = out / "index.html.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out / "index.html")
+    config = None
+    for name, projector in PAGES:
+        page = static_page.build(stops, projector=projector)
+        config = config or _config(page, stops, files, reach, step_keys, results, shared)
+        ids = {n: m.id for n, m in {**page.run_models, **page.ui_models}.items()}
+        static_page.set_controls(page, {})  # back at the starting point, which the shell draws
+        page.state.dismiss_notices()
+        static_page.on_change_js(page)
+        resources = PnResources.from_bokeh(Resources(mode="server", root_url="./"), absolute=True)
+        with set_resource_mode("server"):
+            text = file_html(page.doc, resources, TITLE)
+        text = _copy_assets(text, out)
+        other = next(n for n, p in PAGES if p != projector)
+        switch = _SWITCH % ("true" if projector else "false", json.dumps(other))
+        assert "<head>" in text
+        text = text.replace("<head>", "<head>\n" + switch, 1)
+        script = json.dumps({**config, "ids": ids}, separators=(",", ":")).replace("</", "<\\/")
+        tail = f'<script>window.CB_STATIC_CONFIG = {script};</script>\n<script src="static/cb-static.js"></script>\n'
+        text = text.replace("</body>", tail + "</body>", 1)
+        tmp = out / f"{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out / name)
 
 
 # -- figures -------------------------------------------------------------------------------------

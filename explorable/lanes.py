@@ -24,6 +24,7 @@ from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 from explorable.text_pane import TextHTML
+from explorable.time_grid import snap, time_quantum
 from explorable.view_data import derived
 
 # A request evicted this many times is thrashing; so is a run that evicts this many sequences for every
@@ -182,6 +183,8 @@ def lane_view_data(trace: Trace) -> dict:
     all_segments, admitted_at, preempted_at = _walk(trace)
     counts = state_counts(all_segments)
     segments = thin_segments(all_segments, float(trace.makespan_s))
+    quantum = time_quantum(float(trace.makespan_s))  # finer than a pixel; far fewer bytes to send
+    segments = {**segments, **{k: snap(segments[k], quantum).astype(np.float32) for k in ("left", "right")}}
     n = trace.workload.num_requests
     s = trace.summary()
     kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"

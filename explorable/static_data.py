@@ -24,11 +24,44 @@ def byte_planes(raw: bytes, width: int, delta: bool) -> dict[str, Any]:
     return {"delta": delta, "data": base64.b64encode(gzip.compress(planes, 9, mtime=0)).decode()}
 
 
-def encodings(raw: bytes, width: int):
+def grid_exponent(values: np.ndarray) -> int | None:
+    """The largest e for which every value is an integer multiple of 2**e, those integers within int32; None
+    when there is none (a value that is not finite, or one with more significant bits than that allows)."""
+    if not len(values) or not np.all(np.isfinite(values)):
+        return None
+    nonzero = values[values != 0]
+    if not len(nonzero):
+        return 0
+    mantissa, exponent = np.frexp(nonzero)  # value = mantissa * 2**exponent, 0.5 <= |mantissa| < 1
+    digits = np.abs(mantissa * 2.0**53).astype(np.int64)  # the 53 bits of each value as an integer
+    lowest = np.log2(digits & -digits).astype(np.int64)  # its lowest set bit
+    e = int((exponent - 53 + lowest).min())
+    return e if np.abs(values).max() / 2.0**e < 2**31 else None
+
+
+def grid_planes(values: np.ndarray, e: int) -> dict[str, Any]:
+    """Floats that all lie on the grid of 2**e (the strips' times and cache usage, which the views snap to
+    one) as the differences of their integer multiples, in the fewest bytes that hold them, in planes.
+    Exact: the page multiplies back by 2**e, which loses no bit."""
+    k = np.round(values / 2.0**e).astype(np.int64)
+    d = np.diff(k, prepend=0)
+    width = next(w for w in (1, 2, 4) if -(2 ** (8 * w - 1)) <= d.min() and d.max() < 2 ** (8 * w - 1))
+    entry = byte_planes(d.astype(f"<i{width}").tobytes(), width, False)
+    entry.update(grid=e, steps=width)
+    return entry
+
+
+def encodings(raw: bytes, width: int, dtype: str = ""):
     """The ways to store one array, exactly; the smallest is kept: byte planes, of the items or of their
     differences, or, for an array of few distinct items (the cache usage at each pass), the distinct items
-    once and each item's index among them, in planes."""
+    once and each item's index among them, in planes, or, for floats on a power-of-two grid, the differences
+    of their multiples."""
     yield byte_planes(raw, width, False)
+    if dtype in ("float32", "float64"):
+        values = np.frombuffer(raw, dtype=f"<f{width}").astype(np.float64)
+        e = grid_exponent(values)
+        if e is not None:
+            yield grid_planes(values, e)
     if width <= 4:
         yield byte_planes(raw, width, True)
     items = np.frombuffer(raw, dtype=f"<u{width}")  # the items' bits: distinct means bit for bit
@@ -53,7 +86,8 @@ def pack(patch: dict[str, dict]) -> tuple[dict[str, dict], list[dict]]:
             raw = gzip.decompress(base64.b64decode(value["array"]["data"]))
             width = np.dtype(value["dtype"]).itemsize
             entry = {"dtype": value["dtype"], "shape": value["shape"], "order": value["order"], "width": width}
-            entry.update(min(encodings(raw, width), key=lambda e: len(e["data"]) + len(e.get("values", ""))))
+            entry.update(min(encodings(raw, width, value["dtype"]),
+                             key=lambda e: len(e["data"]) + len(e.get("values", ""))))
             key = json.dumps(entry, sort_keys=True)
             if key not in index:
                 index[key] = len(table)

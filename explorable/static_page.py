@@ -19,6 +19,7 @@ from bokeh.models import Axis, ColumnDataSource, CustomJS, FixedTicker, Label, M
 from pyviz_comms import Comm
 
 from explorable import controls as controls_module
+from explorable.url import share_html
 from explorable.guide import STEPS, step_settings
 from explorable.layout import ExplorableApp, configure
 from explorable.state import ExplorableState
@@ -35,6 +36,9 @@ STOPS: dict[str, tuple] = {
 }
 # Advanced controls: the static build has their starting values only (the served app has them all).
 FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl")
+FIXED_NOTE = ("This page is a static build: every run in it uses these starting values. Changing them needs "
+              "the served explorable (panel serve app.py).")
+SHARE_HREF = "\x00href\x00"  # where the page's script puts the link to the state on screen
 
 # What a run changes, by model type (the properties the views' `_update` methods set).
 SWAPPED_PROPS: tuple[tuple[type, tuple[str, ...]], ...] = (
@@ -65,16 +69,19 @@ def _model(viewable: pn.viewable.Viewable, root: Model) -> Model:
     return viewable._models[root.ref["id"]][0]
 
 
-def build(stops: dict[str, tuple] | None = None) -> Page:
-    """The explorable's page in a Document of its own, at the starting point, with the static stops."""
+def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Page:
+    """The explorable's page in a Document of its own, at the starting point, with the static stops (the pool's
+    quick stops are the grid's); with `projector`, the served app's projector view."""
     configure()
-    controls_module.POOL_STOPS = tuple(int(p) for p in (stops or STOPS)["pool_gib"])  # read by Controls.__panel__
     state = ExplorableState()
-    app = ExplorableApp(state=state)
+    app = ExplorableApp(state=state, projector=projector)
     v = app.views
     c = v["controls"]
+    c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
     for name in ("model", "gpu", "max_num_batched_tokens", "full_isl"):
         getattr(c, name).disabled = True
+    share = v["share"].pane
+    share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
     doc = Document()
     root = pn.panel(app).get_root(doc, Comm())
     pn.io.model.add_to_doc(root, doc, True)
@@ -100,7 +107,8 @@ def build(stops: dict[str, tuple] | None = None) -> Page:
     ui.update({"declared_note": _model(c.declared_note, root), "reset": _model(c.reset, root),
                "guide.text": _model(guide.text, root), "guide.prev": _model(guide.prev, root),
                "guide.next": _model(guide.next, root), "notices.text": _model(notices.text, root),
-               "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root)})
+               "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root),
+               "share": _model(share, root)})
     ui.update({f"step.{i}": _model(b, root) for i, b in enumerate(guide.buttons)})
     ui.update(_stop_buttons(root))
     page.ui_models = ui

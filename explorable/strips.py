@@ -1,6 +1,9 @@
 """Strip charts under the lanes, on the same time axis: running batch size (against the --max-num-seqs cap)
 and GPU KV cache usage, pass by pass. Long runs are reduced to at most `MAX_POINTS` steps per strip,
-keeping each bin's maximum so no peak (the largest batch, a full cache) disappears.
+keeping each bin's maximum so no peak (the largest batch, a full cache) disappears. Times are on the run's
+time grid (`time_grid`) and cache usage in steps of 1/1,024, both finer than a pixel, and a step that repeats
+the value before it is left out (it draws nothing): the same line in far fewer bytes, for the served app's
+patches and the static build's files alike.
 """
 from __future__ import annotations
 
@@ -13,14 +16,18 @@ from bokeh.plotting import figure
 from engine import Trace
 from explorable import palette
 from explorable.lanes import BACKEND
+from explorable.time_grid import snap, time_quantum
 from explorable.state import ExplorableState
 from explorable.view_data import derived
 
 MAX_POINTS = 2000
+KV_QUANTUM = 2.0**-10  # cache usage (0..1) in steps of 1/1,024: a 130 px strip draws 1/130
 
 
-def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_points: int = MAX_POINTS) -> dict:
-    """(x, y) for a step line: each pass's value from its start; bins of passes keep their maximum."""
+def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_points: int = MAX_POINTS,
+                y_quantum: float | None = None) -> dict:
+    """(x, y) for a step line: each pass's value from its start; bins of passes keep their maximum; times on
+    the run's time grid, values (given `y_quantum`) on theirs; a step to the value already drawn left out."""
     values = np.asarray(values, dtype=np.float64)
     if len(values) > max_points:
         edges = np.linspace(0, len(values), max_points + 1).astype(np.int64)
@@ -32,13 +39,19 @@ def step_series(start: np.ndarray, end: np.ndarray, values: np.ndarray, max_poin
     # Close the last step at the end of the run.
     x = np.append(x, end[-1]) if len(end) else x
     y = np.append(y, y[-1]) if len(y) else y
+    if len(x):
+        x = snap(x, time_quantum(float(end[-1])))
+        y = snap(y, y_quantum) if y_quantum else y
+        # In step mode a point whose value equals the one before draws nothing new; the closing point stays.
+        keep = np.r_[True, y[1:-1] != y[:-2], True] if len(y) > 1 else np.ones(len(y), dtype=bool)
+        x, y = x[keep], y[keep]
     return {"x": x.astype(np.float32), "y": y.astype(np.float32)}
 
 
 def strip_series(trace: Trace) -> tuple[dict, dict]:
     """The batch strip's and the KV strip's step lines for a run (shared by every session)."""
     return (step_series(trace.pass_start, trace.pass_end, trace.n_seqs),
-            step_series(trace.pass_start, trace.pass_end, trace.kv_usage))
+            step_series(trace.pass_start, trace.pass_end, trace.kv_usage, y_quantum=KV_QUANTUM))
 
 
 def _strip(x_range, height, y_label, show_time_axis):

@@ -176,6 +176,12 @@ def set_page_flags(state: ExplorableState, flags: dict[str, str]) -> None:
     _PAGE_FLAGS[state] = flags
 
 
+def share_html(href: str) -> str:
+    """The share link's text for a link to `href` (the static build fills in its own)."""
+    return (f'<a class="share-link" href="{html.escape(href)}" target="_blank" rel="noopener">'
+            "Open this exact state in a new tab</a> (copy its address to share it)")
+
+
 class ShareLink(pn.viewable.Viewer):
     """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
 
@@ -193,9 +199,7 @@ class ShareLink(pn.viewable.Viewer):
         if location is None:
             return
         # Relative to the page itself, so it names the explorable's own server even inside an iframe.
-        href = f"{location.pathname or ''}?{urlencode(query_values(self.state))}"
-        self.pane.object = (f'<a class="share-link" href="{html.escape(href)}" target="_blank" rel="noopener">'
-                            "Open this exact state in a new tab</a> (copy its address to share it)")
+        self.pane.object = share_html(f"{location.pathname or ''}?{urlencode(query_values(self.state))}")
 
     def __panel__(self):
         return self.pane

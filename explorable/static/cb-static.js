@@ -81,6 +81,15 @@
       }
       return bytes.buffer;
     }
+    if (a.grid !== undefined) {  // floats on the grid of 2**grid: the differences of their multiples
+      const planes = unplane(await gunzip(a.data), a.steps);
+      const steps = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.steps](planes.buffer);
+      const out = new {4: Float32Array, 8: Float64Array}[a.width](steps.length);
+      const quantum = 2 ** a.grid;
+      let k = 0;  // a double holds every multiple exactly, and k * 2**grid is the stored float, bit for bit
+      for (let i = 0; i < steps.length; i++) { k += steps[i]; out[i] = k * quantum; }
+      return out.buffer;
+    }
     const bytes = unplane(await gunzip(a.data), a.width);
     if (a.delta) {  // running sum of the items' bits, as integers of their width (wrapping, as numpy's diff did)
       const items = new {1: Int8Array, 2: Int16Array, 4: Int32Array}[a.width](bytes.buffer);
@@ -153,12 +162,20 @@
     return patch;
   }
 
-  function writeUrl(v) {
+  // The served app's query for these settings (every control, then the projector flag if the link had one).
+  function queryOf(v) {
     const q = new URLSearchParams();
     for (const name of C.order) q.set(name, name in v ? v[name] : C.defaults[name]);
     if (projector !== null) q.set("projector", projector);
-    history.replaceState(history.state, "", `?${q.toString()}${location.hash}`);
+    return `?${q.toString()}`;
   }
+
+  const writeUrl = (v) => history.replaceState(history.state, "", `${queryOf(v)}${location.hash}`);
+
+  // The share link (the served app's text, built by the same Python): this page's address with these settings.
+  // Its href is escaped once as an attribute and once more as the HTML pane's text, as Panel sends it.
+  const shareLink = (v) => ({share: {
+    text: C.shareText.split(C.shareHref).join(esc(esc(`${location.pathname}${queryOf(v)}`))), visible: true}});
 
   async function go(v) {
     const file = C.states[keyOf(v)];
@@ -176,6 +193,7 @@
     if (patch.readouts) patch.readouts = {...patch.readouts, text: readoutsText(patch.readouts.text, data)};
     const out = events(patch, []);
     events(widgets(v), out);
+    events(shareLink(v), out);
     applying = true;
     try {
       doc.apply_json_patch({events: out}, data.buffers);

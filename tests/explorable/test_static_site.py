@@ -3,7 +3,8 @@ by `http.server` on loopback, every request to another host refused twice over (
 other name to nothing, and Playwright's routing records and aborts whatever still tries).
 
 Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the playwright package; skipped otherwise.
-Screenshots land in artifacts/.
+Screenshots land in artifacts/. With CB_STATIC_SITE=DIR the same checks run on an export built beforehand
+(`python -m explorable.export --out DIR`, the full grid: its ten pool stops must not widen the sidebar).
 """
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ def build_site(out: Path, grid=SMALL_GRID) -> None:
 
 @pytest.fixture(scope="module")
 def site_dir(tmp_path_factory) -> Path:
+    """A small export, or with CB_STATIC_SITE=DIR an export already built (the full default grid, say)."""
+    if os.environ.get("CB_STATIC_SITE"):
+        return Path(os.environ["CB_STATIC_SITE"])
     out = tmp_path_factory.mktemp("static-site")
     build_site(out)
     return out
@@ -145,8 +149,9 @@ def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, 
     page = context.new_page()
     refused = refuse_other_hosts(page)
     try:
-        # A link the served app writes (Cap at 64), with a pool between stops.
-        page.goto(site + "?max_num_seqs=64&pool_gib=12.5&allocation=on-demand&unit=pass&spread=16.0")
+        # A link the served app writes (Cap at 64), with a pool between stops (nearest: 16 on the small grid and
+        # on the full one).
+        page.goto(site + "?max_num_seqs=64&pool_gib=15&allocation=on-demand&unit=pass&spread=16.0")
         page.evaluate("window.cbStatic.ready")
         sync_api.expect(page.locator('[data-notice="link"]')).to_contain_text("pool_gib")
         page.wait_for_function("new URLSearchParams(location.search).get('pool_gib') === '16.0'")
@@ -199,6 +204,68 @@ def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site
         assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "static-embed-820.png"), full_page=True)
+    finally:
+        context.close()
+    assert refused == []
+
+
+def test_the_projector_flag_opens_the_served_apps_projector_view(site, browser):
+    """`?projector=1` on a static link opens projector.html (the app's own projector view, built by the export):
+    every chart text at 16 px or more, the flag kept in the address and the share link; and it fits at 320 px."""
+    layout_checks.test_the_page_fits_the_screen(site, browser, 320, "?projector=1")
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    refused = refuse_other_hosts(page)
+    try:
+        page.goto(site + "?max_num_seqs=64&projector=1")
+        page.evaluate("window.cbStatic.ready")
+        assert urlparse(page.url).path.endswith("/projector.html")
+        sizes = page.evaluate("""() => [...Bokeh.documents[0].all_models].flatMap(m =>
+            m.type.endsWith('Axis') ? [m.major_label_text_font_size, m.axis_label_text_font_size]
+            : m.type === 'Label' ? [m.text_font_size] : [])""")
+        assert len(sizes) >= 10 and all(float(s.rstrip("px")) >= 16 for s in sizes), sizes
+        for selector in (".legend-item", ".log-line", ".terminal .cmd"):
+            px = page.locator(selector).first.evaluate("el => getComputedStyle(el).fontSize")
+            assert float(px.rstrip("px")) >= 16, selector
+        query = dict(re.findall(r"([^?&=]+)=([^&]*)", page.evaluate("location.search")))
+        assert query["projector"] == "1" and query["max_num_seqs"] == "64"
+        href = page.locator(".share-link").first.get_attribute("href")
+        assert href.startswith(urlparse(page.url).path + "?") and "projector=1" in href
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "static-projector-1280x720.png"), full_page=True)
+        # Without the flag, the projector page hands over to the compact one.
+        page.goto(site.replace("index.html", "projector.html") + "?max_num_seqs=64")
+        page.evaluate("window.cbStatic.ready")
+        assert urlparse(page.url).path.endswith("/index.html")
+    finally:
+        context.close()
+    assert refused == []
+
+
+def test_the_share_link_follows_the_state_and_the_fixed_advanced_controls_say_so(site, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    refused = refuse_other_hosts(page)
+    try:
+        page.goto(site)
+        page.evaluate("window.cbStatic.ready")
+        link = page.locator(".share-link").first
+        sync_api.expect(link).to_be_visible()
+        page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(r"^64$")).click()
+        page.wait_for_function("new URLSearchParams(location.search).get('max_num_seqs') === '64'")
+        here = page.evaluate("location.pathname + location.search")
+        sync_api.expect(link).to_have_attribute("href", here)
+        # The link opens the same state in a page of its own.
+        other = context.new_page()
+        other.goto(urlparse(site)._replace(path="", query="").geturl() + link.get_attribute("href"))
+        other.evaluate("window.cbStatic.ready")
+        assert other.evaluate("window.cbStatic.values()")["max_num_seqs"] == "64"
+        assert (other.locator('[data-readout="throughput_tok_s"] .readout-value').get_attribute("data-value")
+                == page.locator('[data-readout="throughput_tok_s"] .readout-value').get_attribute("data-value"))
+        # Advanced: the four controls the grid holds at their starting values are shown, disabled, with a line.
+        page.locator(".advanced").first.get_by_text("Advanced").click()
+        sync_api.expect(page.locator(".fixed-note").first).to_contain_text("static build")
+        assert page.locator(".advanced select").first.is_disabled()
     finally:
         context.close()
     assert refused == []

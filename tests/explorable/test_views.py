@@ -23,6 +23,7 @@ from explorable.live import GpuQueue, live_status
 from explorable.logs_view import log_lines
 from explorable.readouts import readouts
 from explorable.state import ExplorableState
+from explorable.time_grid import time_quantum
 
 
 @pytest.fixture
@@ -107,7 +108,33 @@ def test_strips_keep_peaks_when_a_long_run_is_reduced():
     series = step_series(trace.pass_start, trace.pass_end, trace.n_seqs)
     assert len(series["x"]) <= MAX_POINTS + 1
     assert series["y"].max() == trace.n_seqs.max()
-    assert series["x"][-1] == pytest.approx(trace.makespan_s)
+    assert series["x"][-1] == pytest.approx(trace.makespan_s, abs=time_quantum(trace.makespan_s))
+
+
+def step_line(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """What a step line in Bokeh's 'after' mode draws at times `at`: the value of the last point at or before."""
+    return y[np.searchsorted(x, at, side="right") - 1]
+
+
+def test_strips_leave_out_only_steps_that_draw_nothing_and_keep_a_pixel_grid():
+    from explorable.strips import KV_QUANTUM, step_series
+    from explorable.time_grid import snap
+
+    trace = simulate(RunConfig(pool_gib=2.0, max_num_seqs=512))  # the memory wall: a full cache for long stretches
+    quantum = time_quantum(trace.makespan_s)
+    assert trace.makespan_s / quantum >= 2**16 and np.log2(quantum) == int(np.log2(quantum))
+    for values, y_quantum in ((trace.n_seqs, None), (trace.kv_usage, KV_QUANTUM)):
+        series = step_series(trace.pass_start, trace.pass_end, values, y_quantum=y_quantum)
+        full = step_series(trace.pass_start, trace.pass_end, values, max_points=10**9, y_quantum=y_quantum)
+        x, y = series["x"].astype(np.float64), series["y"].astype(np.float64)
+        assert np.all(x / quantum == np.round(x / quantum))  # every time on the grid, exactly
+        assert np.all(y[1:-1] != y[:-2])  # no step repeats the value before it ...
+        # ... and every pass's value is drawn within half a step of the grid: nothing else changed.
+        starts = trace.pass_start.astype(np.float64)
+        expect = snap(values, y_quantum) if y_quantum else values
+        drawn = step_line(full["x"].astype(np.float64), full["y"].astype(np.float64), snap(starts, quantum))
+        assert np.abs(drawn - expect).max() <= (y_quantum or 0) / 2 + 1e-6
+        assert len(x) < len(full["x"]) and len(full["x"]) < trace.num_passes + 1
 
 
 def test_curves_are_the_engines_throughput_for_each_value():
