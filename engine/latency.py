@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
+
+from kernels import CACHE_COMPILED
 
 PERCENTILES = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -27,34 +30,48 @@ class RequestTiming:
     tpot: np.ndarray  # NaN for a one-token request (vLLM leaves it out of the TPOT figures)
     e2el: np.ndarray
     worst_itl: np.ndarray  # the longest gap between two of its tokens (NaN for one token)
-    itl: np.ndarray  # every gap of every request, request by request
+    itl: np.ndarray  # every gap of every request, in the order the later token was produced
     itl_owner: np.ndarray  # the request each `itl` gap belongs to
+
+
+@njit(cache=CACHE_COMPILED, nogil=True)
+def _walk_tokens(pass_end, samples, num_requests):
+    """One pass over the tokens in the order produced: each request's first and last token time, token
+    count, longest gap, and every gap (with its request)."""
+    first = np.full(num_requests, np.nan)
+    last = np.full(num_requests, np.nan)
+    worst = np.full(num_requests, np.nan)
+    count = np.zeros(num_requests, dtype=np.int64)
+    n = samples.shape[0]
+    itl = np.empty(max(n - num_requests, 0) + num_requests, dtype=np.float64)
+    owner = np.empty(itl.shape[0], dtype=np.int64)
+    k = 0
+    for i in range(n):
+        r = samples[i, 1]
+        t = pass_end[samples[i, 0]]
+        if count[r] == 0:
+            first[r] = t
+        else:
+            gap = t - last[r]
+            itl[k] = gap
+            owner[k] = r
+            k += 1
+            if not gap <= worst[r]:  # NaN (no gap yet) or a longer one
+                worst[r] = gap
+        last[r] = t
+        count[r] += 1
+    return first, last, worst, count, itl[:k], owner[:k]
 
 
 def request_timing(arrival: np.ndarray, pass_end: np.ndarray, samples: np.ndarray, num_requests: int) -> RequestTiming:
     """Timing of every request from its arrival, the passes' end times and the sampled tokens (pass, request)."""
-    order = np.argsort(samples[:, 1], kind="stable")  # per request, tokens stay in the order produced
-    owner = samples[order, 1]
-    times = pass_end[samples[order, 0]]
-    counts = np.bincount(owner, minlength=num_requests)
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    has = counts > 0
-    first = np.full(num_requests, np.nan)
-    last = np.full(num_requests, np.nan)
-    first[has] = times[starts[has]]
-    last[has] = times[ends[has] - 1]
-    same = owner[1:] == owner[:-1]
-    itl = np.diff(times)[same]
-    itl_owner = owner[1:][same]
-    worst = np.full(num_requests, -np.inf)
-    np.maximum.at(worst, itl_owner, itl)
-    worst[counts < 2] = np.nan
+    first, last, worst, counts, itl, owner = _walk_tokens(np.ascontiguousarray(pass_end, dtype=np.float64),
+                                                          np.ascontiguousarray(samples, dtype=np.int64), num_requests)
     ttft = first - arrival
     e2el = last - arrival
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(counts > 1, (e2el - ttft) / (counts - 1), np.nan)
-    return RequestTiming(arrival, first, last, ttft, tpot, e2el, worst, itl, itl_owner)
+    return RequestTiming(arrival, first, last, ttft, tpot, e2el, worst, itl, owner)
 
 
 def _stats(values_s: np.ndarray) -> dict[str, float]:

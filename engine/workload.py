@@ -261,7 +261,7 @@ def _parse_csv(text: str, source: str) -> Workload:
             raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected {len(header)}")
         cells = [row[i].strip() for i in cols]
         if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in cells):
-            raise WorkloadError(f"{source}: line {line_no} does not have two integer token counts: "
+            raise WorkloadError(f"{source}: line {line_no} is not two integers (token counts): "
                                 f"{_short(','.join(row))}")
         prompt.append(int(cells[0]))
         output.append(int(cells[1]))
