@@ -273,5 +273,5 @@ def test_rate_sweep_spans_light_traffic_to_overload_and_threads_change_nothing()
     assert serial[3] == {"request_rate": rates[3], **simulate(cfg.replace(arrival="rate", request_rate=rates[3])).summary()}
     # The knee: light traffic is served as it comes; overload queues it (TTFT explodes, throughput flattens).
     assert serial[0]["request_throughput"] == pytest.approx(rates[0], rel=0.1)
-    assert serial[-1]["ttft_ms_p99"] > 10 * serial[0]["ttft_ms_p99"]
+    assert serial[-1]["ttft_ms_p99"] > 4 * serial[0]["ttft_ms_p99"]
     assert serial[-1]["request_throughput"] < 1.1 * capacity(cfg)
