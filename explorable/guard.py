@@ -21,6 +21,7 @@ from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
 from explorable import budget, curves, runs
+from explorable.state import FLOAT_CONTROLS
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +240,6 @@ def _with(cfg, name: str, value):
         return None
 
 
-FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread")
 
 
 def protect(doc: Document | None, state: Any = None) -> None:

@@ -17,11 +17,12 @@ from explorable import budget, health, links, log_limits, projector, startup, ur
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
-from explorable.guide import Guide
+from explorable.guide import TRAFFIC_STEPS, Guide
 from explorable.lanes import LaneChart
 from explorable.live import LivePanel
 from explorable.logs_view import LogView
 from explorable.readouts import Readouts
+from explorable.traffic_curve import TrafficCurve
 from explorable.state import ExplorableState
 from explorable.strips import Strips
 from explorable.text_pane import TextHTML
@@ -155,18 +156,21 @@ class ExplorableApp(pn.viewable.Viewer):
             "controls": Controls(state=state),
             "live": LivePanel(state=state),
             "guide": Guide(state=state),
+            "traffic_guide": Guide(state=state, steps=TRAFFIC_STEPS, css="traffic-step"),
             "notices": Notices(state=state),
             "readouts": Readouts(state=state),
             "lanes": lanes,
             "strips": Strips(state=state, x_range=lanes.x_range),
             "curves": Curves(state=state),
+            "traffic_curve": TrafficCurve(state=state),
             "logs": LogView(state=state),
             "share": url.ShareLink(state=state),
         }
         if self.projector:
             url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
-                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
+                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure,
+                        self.views["traffic_curve"].served_fig, self.views["traffic_curve"].latency_fig):
                 projector.enlarge(fig)
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig):
                 fig.min_border_left = projector.LANE_BORDER_LEFT
@@ -182,12 +186,17 @@ class ExplorableApp(pn.viewable.Viewer):
         )
         main = pn.Column(
             v["guide"],
+            _section("Then, under traffic", "(requests arrive over time)"),
+            v["traffic_guide"],
             v["notices"],
             v["readouts"],
             v["lanes"],
             v["strips"],
             _section("Throughput if you moved one control", "(everything else as set; the orange dot is now)"),
             v["curves"],
+            _section("Throughput and p99 latency against request rate",
+                     "(twelve rates around the knee, the rest as set; dashed lines: your SLO targets)"),
+            v["traffic_curve"],
             _section("What vLLM would log"),
             v["logs"],
             pn.pane.HTML(
