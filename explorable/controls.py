@@ -29,7 +29,7 @@ def log_rate_slider(state: ExplorableState, **slider) -> pn.widgets.FloatSlider:
     p = state.param.request_rate
     lo, hi = (math.log2(b) for b in p.bounds)
     widget = pn.widgets.FloatSlider(
-        name=p.label, start=lo, end=hi, step=0.125, value=math.log2(state.request_rate),
+        label=p.label, start=lo, end=hi, step=0.125, value=math.log2(state.request_rate),
         format=CustomJSTickFormatter(code="return (2 ** tick).toPrecision(3)"), css_classes=["ctl-request_rate"],
         **{k: v for k, v in slider.items() if k != "throttled"})
 
