@@ -72,6 +72,8 @@ def traffic_values(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]
     rate, arrival = values["request_rate"], values["arrival"]
     if isinstance(rate, str):
         if rate.strip().lower() in ("inf", "infinity"):
+            if arrival == "rate":
+                raise ConfigError("request_rate inf means all at once; it cannot go with arrival rate")
             rate, arrival = None, arrival or "all-at-once"
         else:
             rate = SETTINGS["request_rate"].parse(rate)

@@ -16,7 +16,7 @@ from engine.config import RunConfig
 from engine.simulate import simulate
 
 NUM_POINTS = 12
-SPAN = (0.15, 2.5)  # lowest and highest rate, as multiples of the all-at-once request throughput
+SPAN = (0.25, 2.5)  # lowest and highest rate, as multiples of the all-at-once request throughput
 
 
 def capacity(cfg: RunConfig) -> float:

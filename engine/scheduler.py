@@ -107,7 +107,8 @@ def trace_from_tables(cfg: RunConfig, workload: Workload, passes: np.ndarray, se
     if int(state[core.NUM_FINISHED]) != workload.num_requests:
         raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
     return Trace(cfg, workload, passes, seconds, events, req.copy(), format_digest(int(state[core.DIGEST])),
-                 starts=starts, samples=samples, arrivals=arrivals, **measured)
+                 starts=starts if len(arrivals) else None,  # all at once: back to back, derived from durations
+                 samples=samples, arrivals=arrivals, **measured)
 
 
 class Scheduler:

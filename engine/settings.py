@@ -150,7 +150,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             choices=ARRIVALS, choice_labels=("all at once", "arriving at a rate", "at the workload file's times"),
             ui=ARRIVALS[:2]),  # the page has no workload file
     Setting("request_rate", float, "request rate (req/s)",
-            "vllm bench serve --request-rate: mean requests per second (inf: all at once)",
+            "vllm bench serve --request-rate: mean requests per second (default: inf, all at once)",
             "Mean requests per second. Gaps are drawn at random around 1 / rate.",
             0.0, 1e6, lo_open=True, ui=(0.25, 64.0, None)),
     Setting("burstiness", float, "burstiness",

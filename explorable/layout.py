@@ -147,6 +147,8 @@ class ExplorableApp(pn.viewable.Viewer):
 
     state = param.ClassSelector(class_=ExplorableState)
     projector = param.Boolean(default=False, doc="text in charts, legends and the log at 16 px or more")
+    traffic = param.Boolean(default=True, doc="the steps under traffic and the request-rate curve (the static "
+                                              "build, which has no traffic states, leaves them out)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -184,19 +186,20 @@ class ExplorableApp(pn.viewable.Viewer):
             v["controls"], v["share"], v["live"],
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
+        traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
+        traffic_curve = [_section("Throughput and p99 latency against request rate",
+                                  "(twelve rates around the knee, the rest as set; dashed lines: your SLO targets)"),
+                         v["traffic_curve"]]
         main = pn.Column(
             v["guide"],
-            _section("Then, under traffic", "(requests arrive over time)"),
-            v["traffic_guide"],
+            *(traffic_steps if self.traffic else []),
             v["notices"],
             v["readouts"],
             v["lanes"],
             v["strips"],
             _section("Throughput if you moved one control", "(everything else as set; the orange dot is now)"),
             v["curves"],
-            _section("Throughput and p99 latency against request rate",
-                     "(twelve rates around the knee, the rest as set; dashed lines: your SLO targets)"),
-            v["traffic_curve"],
+            *(traffic_curve if self.traffic else []),
             _section("What vLLM would log"),
             v["logs"],
             pn.pane.HTML(

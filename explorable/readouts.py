@@ -79,15 +79,18 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
 
 
 def traffic_readouts(summary: dict, previous: dict | None, goodput: float, previous_goodput: float | None,
-                     slo: dict[str, float]) -> list[Readout]:
+                     slo: dict[str, float], measured: bool = False) -> list[Readout]:
     """What a user waiting on the server sees, for traffic that arrives over time: TTFT and TPOT at the median
-    and at p99 (lower is better), and goodput, the requests per second that met both SLO targets."""
+    and at p99 (lower is better), and goodput, the requests per second that met both SLO targets. A measured
+    run names the simulation of the same setting beside each figure."""
     rows = []
     for key, label in (("ttft_ms_p50", "TTFT p50"), ("ttft_ms_p99", "TTFT p99"), ("tpot_ms_p50", "TPOT p50"),
                        ("tpot_ms_p99", "TPOT p99")):
         value = summary[key]
         target = slo["ttft" if key.startswith("ttft") else "tpot"]
         beside = f"target {target:,.0f} ms" + (", missed" if value > target else "")
+        if measured and previous:
+            beside = f"simulated {_ms(previous[key])}; " + beside
         delta, verdict = _delta(value, previous.get(key) if previous else None, "{:,.1f}", " ms", False)
         rows.append(Readout(key, label, float(value), _ms(value), beside, delta, verdict))
     share = goodput / summary["request_throughput"] if summary["request_throughput"] else 0.0
@@ -161,7 +164,8 @@ class Readouts(pn.viewable.Viewer):
         before = self._previous_goodput
         previous = s.previous_summary if s.previous_summary and "ttft_ms_p50" in s.previous_summary else None
         rows = traffic_readouts(s.summary, previous, good,
-                                before[1] if before and before[0] is not s.trace else None, s.slo_targets)
+                                before[1] if before and before[0] is not s.trace else None, s.slo_targets,
+                                measured=s.trace.measured)
         self._previous_goodput = (s.trace, good)
         self.traffic.object = render(rows, stale=bool(s.run_error), measured=s.trace.measured)
 

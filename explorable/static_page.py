@@ -34,7 +34,7 @@ STOPS: dict[str, tuple] = {
     "spread": tuple(float(s) for s in controls_module.SPREAD_STOPS),
 }
 # Advanced controls: the static build has their starting values only (the served app has them all).
-FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl")
+FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl", "arrival", "request_rate", "burstiness")
 
 # What a run changes, by model type (the properties the views' `_update` methods set).
 SWAPPED_PROPS: tuple[tuple[type, tuple[str, ...]], ...] = (
@@ -70,10 +70,12 @@ def build(stops: dict[str, tuple] | None = None) -> Page:
     configure()
     controls_module.POOL_STOPS = tuple(int(p) for p in (stops or STOPS)["pool_gib"])  # read by Controls.__panel__
     state = ExplorableState()
-    app = ExplorableApp(state=state)
+    app = ExplorableApp(state=state, traffic=False)
     v = app.views
     c = v["controls"]
-    for name in ("model", "gpu", "max_num_batched_tokens", "full_isl"):
+    # Traffic: the static build has the article's all-at-once states only (the served app has them all).
+    for name in ("model", "gpu", "max_num_batched_tokens", "full_isl", "arrival", "request_rate", "burstiness",
+                 "slo_ttft_ms", "slo_tpot_ms"):
         getattr(c, name).disabled = True
     doc = Document()
     root = pn.panel(app).get_root(doc, Comm())
