@@ -146,7 +146,7 @@ class TrafficCurve(pn.viewable.Viewer):
     def _update(self):
         cfg = self.state.config
         if cfg is None or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
-                           and cfg.request_rate == self._config.request_rate):
+                           and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
             return
         try:
             data = rate_curve(cfg)
