@@ -84,7 +84,7 @@ class TrafficCurve(pn.viewable.Viewer):
         self._config = None
         self.state.param.watch(self._schedule, "trace")
         self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
-        self._schedule()  # served: after the page's first render (twelve runs nobody may have asked for yet)
+        self._update()
 
     def _served_figure(self):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
