@@ -155,7 +155,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for text in texts:
         # request_rate stays text here: "inf" is vLLM's all at once, resolved with the other traffic flags.
         value = text if name in _TRAFFIC_FLAGS else SETTINGS[name].parse(text)
-        cfg = config_from_args(args, **{name: value})
+        extra = {"arrival": "rate"} if name == "burstiness" and args.arrival is None else {}  # bursts of traffic
+        cfg = config_from_args(args, **{name: value, **extra})
         shown = "inf" if name == "request_rate" and cfg.arrival == "all-at-once" else getattr(cfg, name)
         rows.append({name: shown, **simulate(cfg).summary()})
         over_time |= cfg.arrival != "all-at-once"

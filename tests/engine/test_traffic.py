@@ -275,3 +275,10 @@ def test_rate_sweep_spans_light_traffic_to_overload_and_threads_change_nothing()
     assert serial[0]["request_throughput"] == pytest.approx(rates[0], rel=0.1)
     assert serial[-1]["ttft_ms_p99"] > 4 * serial[0]["ttft_ms_p99"]
     assert serial[-1]["request_throughput"] < 1.1 * capacity(cfg)
+
+
+def test_a_burstiness_sweep_is_a_sweep_of_traffic(capsys):
+    assert main(["sweep", "--param", "burstiness", "--values", "0.25,4", "--requests", "64", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["ttft_ms_p99"] > rows[1]["ttft_ms_p99"]  # bursts queue: the p99 first token comes later
+    assert rows[0]["trace_digest"] != rows[1]["trace_digest"]
