@@ -219,7 +219,9 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
         model = doc.get_model_by_id(event["model"]["id"])
         for css in getattr(model, "css_classes", None) or []:
             if css.startswith("ctl-") and css[4:] in values:
-                values[css[4:]], moved = event["new"], True
+                # The request-rate slider moves log2 of the rate (explorable.controls.log_rate_slider).
+                new = 2 ** event["new"] if css == "ctl-request_rate" else event["new"]
+                values[css[4:]], moved = new, True
     if not moved:
         return budget.CHANGE_COST_S
     try:
