@@ -85,7 +85,8 @@ TRAFFIC_STEPS = (
         "Past the knee",
         "At 16 a second the server cannot keep up. The curve below flattens at what these settings serve with "
         "everything queued, about 12 a second, and the extra requests wait: TTFT p99 climbs from a tenth of a "
-        "second to seconds while TPOT barely moves. Goodput falls below the rate served.",
+        "second to two seconds, twenty times over, while TPOT only doubles or so (bigger batches, slower passes). "
+        "Goodput falls below the rate served.",
         {"arrival": "rate", "request_rate": 16.0},
     ),
     Step(
@@ -98,7 +99,7 @@ TRAFFIC_STEPS = (
     Step(
         "Smaller chunks, steadier streams",
         "With an 8,192-token budget a newly arrived prompt is prefilled in one pass, and every decode in that pass "
-        "waits for it: ITL p99 is about 52 ms against a 7 ms median. A 1,024-token budget cuts prompts into chunks "
+        "waits for it: ITL p99 is about 52 ms against an 8 ms median. A 1,024-token budget cuts prompts into chunks "
         "that ride along with the decodes: ITL p99 falls to about 28 ms, for slightly later first tokens.",
         {"arrival": "rate", "request_rate": 8.0, "max_num_batched_tokens": 1024},
     ),

@@ -59,6 +59,7 @@ def test_the_steps_under_traffic_say_what_the_engine_does():
     knee = simulate(step_config("Past the knee")).summary()
     assert knee_low["ttft_ms_p50"] < 100 and knee_low["peak_batch"] < 24
     assert knee["ttft_ms_p99"] > 10 * knee_low["ttft_ms_p99"] and knee["request_throughput"] < 12.5
+    assert knee_low["tpot_ms_p50"] < knee["tpot_ms_p50"] < 4 * knee_low["tpot_ms_p50"]  # TPOT rises far less
     capped = simulate(step_config("A cap buys smooth tokens")).summary()
     uncapped = simulate(step_config("A cap buys smooth tokens").replace(max_num_seqs=256)).summary()
     assert capped["tpot_ms_p50"] < uncapped["tpot_ms_p50"] and capped["ttft_ms_p99"] > 10_000 > 10 * uncapped[
@@ -66,6 +67,7 @@ def test_the_steps_under_traffic_say_what_the_engine_does():
     small = simulate(step_config("Smaller chunks, steadier streams")).summary()
     large = simulate(step_config("Smaller chunks, steadier streams").replace(max_num_batched_tokens=8192)).summary()
     assert small["itl_ms_p99"] < 0.7 * large["itl_ms_p99"] and small["ttft_ms_p50"] >= large["ttft_ms_p50"]
+    assert large["itl_ms_p99"] > 4 * large["itl_ms_p50"]  # decodes waiting behind a whole prompt: the tail
     assert simulate(step_config("A preemption is a stall")).summary()["preemptions"] > 0
 
 
