@@ -233,7 +233,7 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     points = [cfg] + [_with(cfg, "max_num_seqs", int(v)) for v in curves.SEQ_SWEEP] + \
              [_with(cfg, "pool_gib", float(v)) for v in curves.POOL_SWEEP]
     missing = sum(1 for p in points if p is not None and not runs.has_throughput(p))
-    if not traffic_curve.is_known(cfg):  # the request-rate curve: its twelve rates and the capacity run
+    if cfg.arrival != "all-at-once" and not traffic_curve.is_known(cfg):  # the request-rate curve (12 + 1 runs)
         missing += rate_sweep.NUM_POINTS + 1
     return budget.CHANGE_COST_S + (1 + missing) * runs.mean_simulation_s()
 

@@ -187,9 +187,7 @@ class ExplorableApp(pn.viewable.Viewer):
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
         traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
-        traffic_curve = [_section("Throughput and p99 latency against request rate",
-                                  "(twelve rates around the knee, the rest as set; dashed lines: your SLO targets)"),
-                         v["traffic_curve"]]
+        traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
         main = pn.Column(
             v["guide"],
             *(traffic_steps if self.traffic else []),

@@ -19,6 +19,7 @@ from bokeh.plotting import figure
 from engine import RunConfig
 from engine.rate_sweep import default_rates, sweep_rates
 from explorable import palette, runs
+from explorable.assets import stylesheet
 from explorable.lanes import BACKEND
 from explorable.state import ExplorableState
 
@@ -82,6 +83,17 @@ class TrafficCurve(pn.viewable.Viewer):
         self.served_fig = self._served_figure()
         self.latency_fig = self._latency_figure()
         self._config = None
+        for fig in (self.served_fig, self.latency_fig):
+            fig.styles = {"flex": "1 1 320px", "min-width": "0"}
+        self.pane = pn.Column(
+            pn.pane.HTML('<div class="chart-title">Throughput and p99 latency against request rate <span '
+                         'class="muted">(twelve rates around the knee, the rest as set; dashed lines: your SLO '
+                         'targets)</span></div>', sizing_mode="stretch_width", stylesheets=[stylesheet()],
+                         margin=(12, 10, 0, 10)),
+            pn.FlexBox(pn.pane.Bokeh(self.served_fig, sizing_mode="stretch_width"),
+                       pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
+                       flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0),
+            sizing_mode="stretch_width", margin=0, visible=False)
         self.state.param.watch(self._schedule, "trace")
         self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
         self._update()
@@ -126,7 +138,7 @@ class TrafficCurve(pn.viewable.Viewer):
 
     def _schedule(self, *_):
         cfg = self.state.config
-        if cfg is not None and is_known(cfg):
+        if cfg is None or cfg.arrival == "all-at-once" or is_known(cfg):
             self._update()
         else:
             pn.state.execute(self._update, schedule=True)
@@ -145,7 +157,10 @@ class TrafficCurve(pn.viewable.Viewer):
 
     def _update(self):
         cfg = self.state.config
-        if cfg is None or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
+        # Shown (and paid for) only while traffic arrives over time: the article's all-at-once states, most of
+        # what a class visits, cost what they did before.
+        self.pane.visible = cfg is not None and cfg.arrival != "all-at-once"
+        if not self.pane.visible or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
                            and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
             return
         try:
@@ -163,13 +178,7 @@ class TrafficCurve(pn.viewable.Viewer):
             self._slo_lines()
 
     def __panel__(self):
-        for fig in (self.served_fig, self.latency_fig):
-            fig.styles = {"flex": "1 1 320px", "min-width": "0"}
-        return pn.FlexBox(
-            pn.pane.Bokeh(self.served_fig, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
-            flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0,
-        )
+        return self.pane
 
 
 __all__ = ["TrafficCurve", "rate_curve", "sweep_key"]
