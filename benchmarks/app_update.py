@@ -4,8 +4,8 @@ For three starting states (the default, the memory wall at 2 GiB with 512 slots,
 slots) it releases the --max-num-seqs slider at values not tried before and times:
   response  the run plus every view's data update that goes out at once (readouts, lanes, strips, log,
             guide) -- what the reader waits for after letting go;
-  curves    the follow-up update of the two throughput curves (scheduled just after the response when
-            served; up to ~30 runs for settings nobody has tried);
+  curves    the follow-up update of the throughput curves and the request-rate curve (scheduled just after
+            the response when served; up to ~30 + 13 runs for settings nobody has tried);
   patch     serialising the resulting Bokeh PATCH-DOC message (what a served page sends), and its size.
 Figures are medians and 95th percentiles over the releases.
 
@@ -34,6 +34,7 @@ from bokeh.protocol import Protocol  # noqa: E402
 from explorable import runs  # noqa: E402
 from explorable.curves import Curves  # noqa: E402
 from explorable.layout import build_app  # noqa: E402
+from explorable.traffic_curve import TrafficCurve  # noqa: E402
 
 SCENARIOS = {
     "default (256 slots, 16 GiB)": ({}, 255),
@@ -43,6 +44,9 @@ SCENARIOS = {
     # Issue 15's bandwidth example: a 1 GiB pool evicting requests dozens of times (6.2 MB per release once).
     "thrashing (1 GiB, 64 slots, 32x spread, 1,024 tokens)": (
         {"max_num_seqs": 64, "pool_gib": 1.0, "spread": 32.0, "max_num_batched_tokens": 1024}, 63),
+    # Issue 12: traffic arriving at 8 req/s (every curve point is a run under traffic; the request-rate
+    # curve's twelve runs join the follow-up).
+    "traffic (8 req/s arriving, 256 slots)": ({"arrival": "rate", "request_rate": 8.0}, 255),
 }
 
 
@@ -58,6 +62,7 @@ def main() -> None:
     runs.warm()
     pending = []
     Curves._schedule = lambda self, *_: pending.append(self._update)  # time the follow-up separately
+    TrafficCurve._schedule = lambda self, *_: pending.append(self._update)
 
     print(f"{'scenario':<55} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
     print(f"{'':<55} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")

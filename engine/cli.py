@@ -17,7 +17,8 @@ from engine.logs import periodic_log_line, startup_log_line
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
-from engine.workload import WorkloadError
+from engine.bench_report import bench_block, latency_table_columns
+from engine.workload import WorkloadError, load_workload
 
 _DEFAULTS = RunConfig()
 
@@ -42,7 +43,9 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
     """One flag per RunConfig field, from its declaration in engine/settings.py, then the output options."""
     for s in SETTINGS.values():
         default = getattr(_DEFAULTS, s.name)
-        if s.kind is bool:
+        if s.name in _TRAFFIC_FLAGS:
+            p.add_argument(s.flag, default=None, help=s.help, **_TRAFFIC_FLAGS[s.name])
+        elif s.kind is bool:
             p.add_argument(s.flag, action="store_true", help=s.help)
         elif s.kind is str and s.choices and not callable(s.choices):
             p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
@@ -54,8 +57,42 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+# Traffic flags read as vllm bench serve's: --request-rate alone turns arrivals on ("inf": all at once), and
+# --goodput takes its targets as separate words. None means "not given", resolved in traffic_values().
+_TRAFFIC_FLAGS: dict[str, dict[str, Any]] = {
+    "arrival": {"choices": SETTINGS["arrival"].allowed()},
+    "request_rate": {"type": str},
+    "goodput": {"nargs": "+", "metavar": "NAME:MS"},
+}
+
+
+def traffic_values(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """arrival, request_rate and goodput as RunConfig takes them, from the flags (or sweep overrides)."""
+    values = {name: overrides.get(name, getattr(args, name)) for name in _TRAFFIC_FLAGS}
+    rate, arrival = values["request_rate"], values["arrival"]
+    if isinstance(rate, str):
+        if rate.strip().lower() in ("inf", "infinity"):
+            if arrival == "rate":
+                raise ConfigError("request_rate inf means all at once; it cannot go with arrival rate")
+            rate, arrival = None, arrival or "all-at-once"
+        else:
+            rate = SETTINGS["request_rate"].parse(rate)
+    if arrival is None:
+        if rate is not None:
+            arrival = "rate"
+        elif args.workload and load_workload(args.workload).arrival_s is not None:
+            arrival = "workload"  # the file says when its requests come
+        else:
+            arrival = _DEFAULTS.arrival
+    goodput = values["goodput"]
+    if isinstance(goodput, list):
+        goodput = " ".join(goodput)
+    return {"arrival": arrival, "request_rate": _DEFAULTS.request_rate if rate is None else rate, "goodput": goodput}
+
+
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> RunConfig:
-    return RunConfig(**{**{name: getattr(args, name) for name in SETTINGS}, **overrides})
+    plain = {name: getattr(args, name) for name in SETTINGS if name not in _TRAFFIC_FLAGS}
+    return RunConfig(**{**plain, **overrides, **traffic_values(args, **overrides)})
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -93,6 +130,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
+        print(bench_block(trace))
+        print()
         print(format_summary(summary))
         print()
         print(startup_log_line(cfg))
@@ -112,27 +151,39 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError("--values needs at least one value, e.g. --values 1,8,32,64")
     if len(texts) > 64:
         raise ConfigError(f"--values takes at most 64 values, got {len(texts)}")
-    rows = []
+    rows, over_time = [], False
     for text in texts:
-        cfg = config_from_args(args, **{name: SETTINGS[name].parse(text)})
-        rows.append({name: getattr(cfg, name), **simulate(cfg).summary()})
+        # request_rate stays text here: "inf" is vLLM's all at once, resolved with the other traffic flags.
+        value = text if name in _TRAFFIC_FLAGS else SETTINGS[name].parse(text)
+        extra = {"arrival": "rate"} if name == "burstiness" and args.arrival is None else {}  # bursts of traffic
+        cfg = config_from_args(args, **{name: value, **extra})
+        shown = "inf" if name == "request_rate" and cfg.arrival == "all-at-once" else getattr(cfg, name)
+        rows.append({name: shown, **simulate(cfg).summary()})
+        over_time |= cfg.arrival != "all-at-once"
         if warning := pool_beyond_gpu(cfg):
             print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows))
         return 0
-    cols = [name, "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
-            "live_cache_fraction"]
-    heads = [name, "tok/s", "peak", "mean", "preempt", "prompt recomputed", "held live"]
+    if over_time:  # traffic over time: what a rate sweep of vllm bench serve reports
+        cols, heads = latency_table_columns(name, rows)
+    else:
+        cols = [name, "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
+                "live_cache_fraction"]
+        heads = [name, "tok/s", "peak", "mean", "preempt", "prompt recomputed", "held live"]
 
     def cell(col: str, row: dict) -> str:
         v = row[col]
-        if col == "throughput_tok_s":
+        if col in ("throughput_tok_s",):
             return f"{v:,.0f}"
-        if col == "mean_batch":
+        if col in ("mean_batch",):
             return f"{v:.1f}"
         if col == "live_cache_fraction":
             return f"{100 * v:.1f}%"
+        if col == "request_throughput" or col == "goodput_req_s":
+            return "-" if v is None else f"{v:.2f}"
+        if col.endswith(("_p50", "_p90", "_p99", "_mean")):
+            return f"{v:,.1f}"
         return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
     table = [heads] + [[cell(c, r) for c in cols] for r in rows]

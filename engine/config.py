@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
+from engine.traffic import gamma_arrivals, parse_goodput
 from engine.workload import Workload, generate_workload, load_workload
 from kernels.scheduler_core import cdiv
 
@@ -38,6 +39,10 @@ class RunConfig:
     # A workload file (CSV/JSON) or an in-memory Workload; None generates one from requests/spread/seed.
     workload: str | Workload | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
+    arrival: str = "all-at-once"  # the article's experiment; "rate" and "workload" spread requests over time
+    request_rate: float = 4.0  # read only with arrival="rate"
+    burstiness: float = 1.0
+    goodput: str | None = None  # SLO targets, "ttft:MS tpot:MS e2el:MS" (vLLM's --goodput)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -86,6 +91,22 @@ class RunConfig:
             return load_workload(self.workload)
         return generate_workload(self.requests, self.spread, self.seed)
 
+    def arrival_times(self, workload: Workload) -> np.ndarray:
+        """Each request's arrival (s), float64; empty when all arrive at once (the core's fast case)."""
+        if self.arrival == "rate":
+            return gamma_arrivals(workload.num_requests, self.request_rate, self.burstiness, self.seed)
+        if self.arrival == "workload":
+            if workload.arrival_s is None:
+                raise ConfigError("arrival 'workload' needs a workload file with arrival times (an arrival_s or "
+                                  "TIMESTAMP column)")
+            return np.array(workload.arrival_s, dtype=np.float64)
+        return np.zeros(0, dtype=np.float64)
+
+    @property
+    def slo_targets(self) -> dict[str, float]:
+        """The goodput targets in ms, by metric name (empty without --goodput)."""
+        return parse_goodput(self.goodput) if self.goodput is not None else {}
+
     def replace(self, **changes: Any) -> "RunConfig":
         return replace(self, **changes)
 
@@ -99,6 +120,8 @@ def _validate(cfg: RunConfig) -> None:
             f"max_num_batched_tokens ({cfg.max_num_batched_tokens:,}) must be greater than or equal to "
             f"max_num_seqs ({cfg.max_num_seqs:,})"
         )
+    if cfg.goodput is not None:
+        parse_goodput(cfg.goodput)
     if cfg.num_gpu_blocks < 2:
         raise ConfigError(
             f"pool_gib {cfg.pool_gib:g} holds {cfg.num_gpu_blocks} KV blocks of {cfg.block_size} tokens for "

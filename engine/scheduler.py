@@ -100,13 +100,15 @@ def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
 
 
 def trace_from_tables(cfg: RunConfig, workload: Workload, passes: np.ndarray, seconds: np.ndarray,
-                      events: np.ndarray, tables, **measured) -> Trace:
-    """The Trace of a finished run, from the core's record of it."""
+                      events: np.ndarray, tables, starts: np.ndarray, samples: np.ndarray, arrivals: np.ndarray,
+                      **measured) -> Trace:
+    """The Trace of a finished run, from the core's record of it (pass starts, sampled tokens, arrivals)."""
     req, state = tables[0], tables[1]
     if int(state[core.NUM_FINISHED]) != workload.num_requests:
         raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
     return Trace(cfg, workload, passes, seconds, events, req.copy(), format_digest(int(state[core.DIGEST])),
-                 **measured)
+                 starts=starts if len(arrivals) else None,  # all at once: back to back, derived from durations
+                 samples=samples, arrivals=arrivals, **measured)
 
 
 class Scheduler:
@@ -119,11 +121,17 @@ class Scheduler:
         self.params = scheduler_params(cfg)
         self._tables = Tables(*core.new_tables(self.params, self.workload.prompt_len, self.workload.output_len,
                                                reserve_tokens(cfg, self.workload)))
+        self.arrivals = cfg.arrival_times(self.workload)  # empty: all queued now
+        if len(self.arrivals):
+            core.hold_arrivals(self._tables.state)
+        self.now = 0.0  # the start of the next pass, on the serving loop's clock
         n = self.workload.num_requests
         self._out = np.zeros((core.NUM_OUT_ROWS, n), dtype=np.int64)
         self._counts = np.zeros(core.NUM_COUNTS, dtype=np.int64)
         self._passes = np.zeros((64, core.NUM_PASS_FIELDS), dtype=np.int64)
         self._seconds = np.zeros(64, dtype=np.float64)
+        self._starts = np.zeros(64, dtype=np.float64)
+        self._samples: list[np.ndarray] = []  # per pass, the requests that sampled a token
         self._events = np.zeros((8 * n + 16, 3), dtype=np.int64)
         self._num_events = 0
         self._pending: StepPlan | None = None
@@ -159,6 +167,12 @@ class Scheduler:
         """The physical blocks `request` holds now, in order (empty when it holds none)."""
         return core.gather_tables(self._tables.req, self._tables.blocks, np.array([request]), 1)[0]
 
+    def add_arrivals(self, now: float) -> float:
+        """Let in every request that has arrived by `now` (vLLM adds requests between steps); returns when the
+        next pass starts: `now`, or the next arrival if nothing is running or waiting until then."""
+        self.now = float(core.add_arrivals(self.arrivals, self._tables.state, self._tables.queues, now))
+        return self.now
+
     def schedule(self) -> StepPlan:
         if self._pending is not None:
             raise RuntimeError("complete() the previous step before scheduling the next")
@@ -166,6 +180,8 @@ class Scheduler:
         if p == self._passes.shape[0]:
             self._passes = core.grow_rows(self._passes, 2 * p)
             self._seconds = core.grow_rows(self._seconds, 2 * p)
+            self._starts = core.grow_rows(self._starts, 2 * p)
+        self._starts[p] = self.now
         o, c = self._out, self._counts
         core.begin_pass(self.params, *self._tables, o, c, self._passes, p)
         n_sched, n_adm = c[core.N_SCHED], c[core.N_ADM]
@@ -179,6 +195,7 @@ class Scheduler:
             num_blocks=self._tables.req[ids, core.HELD],
         )
         self._pending = plan
+        self._samples.append(ids[plan.samples])
         return plan
 
     def complete(self, plan: StepPlan, seconds: float = 0.0) -> StepOutcome:
@@ -194,11 +211,16 @@ class Scheduler:
         self._seconds[p] = seconds
         self._pending = None
         self.num_passes += 1
+        self.now += seconds
         return StepOutcome(o[core.OUT_FIN, :c[core.N_FIN]].copy(), o[core.OUT_FIRST, :c[core.N_FIRST]].copy(),
                            int(c[core.N_SAMPLED]))
 
     def trace(self, **measured) -> Trace:
         """What the run did so far, as a Trace (measured=True, live=... for a run on a GPU)."""
         p = self.num_passes
+        samples = self._samples[:p]
+        token_pass = np.repeat(np.arange(p, dtype=np.int64), [len(s) for s in samples])
+        token_req = np.concatenate(samples).astype(np.int64) if samples else np.zeros(0, dtype=np.int64)
         return trace_from_tables(self.config, self.workload, self._passes[:p].copy(), self._seconds[:p].copy(),
-                                 self._events[:self._num_events].copy(), self._tables, **measured)
+                                 self._events[:self._num_events].copy(), self._tables, self._starts[:p].copy(),
+                                 np.stack([token_pass, token_req], axis=1), self.arrivals, **measured)

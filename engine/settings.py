@@ -15,6 +15,7 @@ from engine.presets import GPUS, MODELS
 from engine.workload import MAX_WORKLOAD_REQUESTS, Workload
 
 ALLOCATIONS = ("on-demand", "reserve")
+ARRIVALS = ("all-at-once", "rate", "workload")
 UNITS = ("pass", "request")
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -140,6 +141,25 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
             "v0.33's admission gate: the whole prompt must fit in free blocks",
             "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
+    Setting("arrival", str, "traffic",
+            "how requests arrive: all at once at 0 s, at --request-rate (a seeded gamma process, as vllm bench serve "
+            "draws it), or at the workload file's times (default: rate when --request-rate is given, workload when "
+            "the file has times, else all-at-once)",
+            "All at once: every request is queued at 0 s (an offline batch). Arriving: requests come at a rate, "
+            "with random gaps, and the batch is whatever traffic has supplied.",
+            choices=ARRIVALS, choice_labels=("all at once", "arriving at a rate", "at the workload file's times"),
+            ui=ARRIVALS[:2]),  # the page has no workload file
+    Setting("request_rate", float, "request rate (req/s)",
+            "vllm bench serve --request-rate: mean requests per second (default: inf, all at once)",
+            "Mean requests per second. Gaps are drawn at random around 1 / rate.",
+            0.0, 1e6, lo_open=True, ui=(0.25, 64.0, None)),
+    Setting("burstiness", float, "burstiness",
+            "vllm bench serve --burstiness: shape of the gamma-distributed gaps (1 = Poisson; lower = burstier)",
+            "1 is a Poisson process. Lower bunches requests into bursts; higher spaces them evenly.",
+            0.0, 1000.0, lo_open=True, ui=(0.1, 10.0, None)),
+    Setting("goodput", str, "SLO targets",
+            "vllm bench serve --goodput: SLO targets, e.g. ttft:500 tpot:50 e2el:10000 (ms); goodput counts the "
+            "requests per second that meet every one (default: none)", optional=True),
     Setting("workload", str, "workload file", "CSV (header prompt_len,output_len) or JSON workload file, at most "
             "1 MiB and 4096 requests (default: generated from --requests, --spread, --seed)", optional=True),
 )}

@@ -24,6 +24,9 @@ class Executor(Protocol):
     def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
         """The scheduler has sampled, finished and freed after the pass (raise here to stop the run)."""
 
+    # Optional: `wait(seconds)`, called when the server idles until the next arrival (a real clock sleeps;
+    # an executor without it is a simulated clock, which just jumps).
+
 
 class RooflineClock:
     """The simulated executor: a pass takes what the cost model says and computes nothing."""
@@ -39,10 +42,16 @@ class RooflineClock:
 
 
 def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
-    """Run passes until every request has finished: schedule, execute on the executor's clock, complete."""
+    """Run passes until every request has finished: let in arrivals, schedule, execute on the executor's
+    clock, complete. The clock is the sum of the passes' durations plus the idle gaps waited out."""
+    wait = getattr(executor, "wait", None)
     while not scheduler.finished:
         if scheduler.num_passes >= MAX_PASSES:
             raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
+        now = scheduler.now
+        start = scheduler.add_arrivals(now)
+        if start > now and wait is not None:
+            wait(start - now)
         plan = scheduler.schedule()
         outcome = scheduler.complete(plan, executor.execute(plan))
         executor.completed(plan, outcome)
@@ -53,11 +62,12 @@ def simulate(cfg: RunConfig) -> Trace:
     """Serve the config's workload to exhaustion on the roofline clock; same config, same bits."""
     workload = cfg.build_workload()
     check_servable(cfg, workload)
-    passes, seconds, events, tables = core.run_to_completion(
+    arrivals = cfg.arrival_times(workload)
+    passes, seconds, events, tables, starts, samples = core.run_to_completion(
         scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
-        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES,
+        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals,
     )
-    return trace_from_tables(cfg, workload, passes, seconds, events, tables)
+    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, samples, arrivals)
 
 
 def simulate_stepwise(cfg: RunConfig) -> Trace:

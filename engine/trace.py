@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.config import RunConfig
+from engine.latency import LATENCY_KEYS, RequestTiming, latency_summary, request_timing
 from engine.outputs import write_text_atomic
 from engine.workload import Workload
 from kernels import scheduler_core as core
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 SUMMARY_KEYS = (
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
     "live_cache_fraction", "passes", "makespan_s", "finished_requests", "kv_cache_tokens", "max_concurrency",
-    "trace_digest",
+    "trace_digest", *LATENCY_KEYS,
 )
 
 
@@ -72,13 +73,22 @@ class Trace:
     digest: str
     measured: bool = False  # True when durations were read off a GPU
     live: LiveStats | None = None  # what a live run measured besides the durations
+    starts: np.ndarray | None = None  # each pass's start (s); None: back to back from 0 s
+    samples: np.ndarray | None = None  # int64 [output tokens, 2]: (pass, request) of each token, as produced
+    arrivals: np.ndarray | None = None  # each request's arrival (s); None or empty: all at 0 s
 
     def __post_init__(self) -> None:
-        self.pass_start = np.concatenate(([0.0], np.cumsum(self.pass_duration)[:-1])) if len(self.pass_duration) else (
-            np.zeros(0)
-        )
+        if self.starts is not None:
+            self.pass_start = np.asarray(self.starts, dtype=np.float64)
+        else:
+            self.pass_start = np.concatenate(([0.0], np.cumsum(self.pass_duration)[:-1])) if len(
+                self.pass_duration) else np.zeros(0)
         self.pass_end = self.pass_start + self.pass_duration
+        n = self.workload.num_requests
+        self.arrival_s = (np.asarray(self.arrivals, dtype=np.float64) if self.arrivals is not None
+                          and len(self.arrivals) else np.zeros(n))
         self._summary: dict[str, Any] | None = None
+        self._timing: RequestTiming | None = None
 
     # -- per pass ---------------------------------------------------------------------------------
     @property
@@ -130,6 +140,18 @@ class Trace:
         out[fin[:, 1]] = self.pass_end[fin[:, 0]]
         return out
 
+    @property
+    def arrives_over_time(self) -> bool:
+        return bool(self.arrival_s.any())
+
+    def timing(self) -> RequestTiming:
+        """Per-request TTFT, TPOT, E2EL and ITL gaps (engine.latency), computed once per trace."""
+        if self._timing is None:
+            if self.samples is None:
+                raise ValueError("this trace has no record of sampled tokens")
+            self._timing = request_timing(self.arrival_s, self.pass_end, self.samples, self.workload.num_requests)
+        return self._timing
+
     # -- summary ----------------------------------------------------------------------------------
     @property
     def makespan_s(self) -> float:
@@ -166,6 +188,7 @@ class Trace:
             "kv_cache_tokens": kv_tokens,
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
+            **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.samples is not None else {}),
         }
 
     def schedule_json(self) -> dict[str, Any]:
@@ -175,7 +198,14 @@ class Trace:
             "n_tokens": self.n_tokens.tolist(),
             "preempted": self.preempted_lists(),
             "pass_start_s": self.pass_start.tolist(),
+            "t_start_s": self.pass_start.tolist(),  # the same times under the name replays read
             "pass_duration_s": self.pass_duration.tolist(),
+            "arrival_s": self.arrival_s.tolist(),
+            "workload": {"prompt_len": self.workload.prompt_len.tolist(),
+                         "output_len": self.workload.output_len.tolist(), "arrival_s": self.arrival_s.tolist()},
+            "max_num_seqs": self.config.max_num_seqs, "max_num_batched_tokens": self.config.max_num_batched_tokens,
+            "block_size": self.config.block_size, "num_gpu_blocks": self.config.num_gpu_blocks,
+            "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,
             "summary": self.summary(),
         }
 

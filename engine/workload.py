@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import stat
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
@@ -38,10 +40,11 @@ class WorkloadError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests in arrival (= id) order, all queued at t = 0."""
+    """Requests in arrival (= id) order: all queued at t = 0, or at the times a file gave (`arrival_s`)."""
 
     prompt_len: np.ndarray  # int64
     output_len: np.ndarray  # int64
+    arrival_s: np.ndarray | None = None  # float64 seconds, nondecreasing; None: all at once
 
     def __post_init__(self) -> None:
         prompt = np.ascontiguousarray(self.prompt_len, dtype=np.int64)
@@ -50,6 +53,13 @@ class Workload:
         output.setflags(write=False)
         object.__setattr__(self, "prompt_len", prompt)
         object.__setattr__(self, "output_len", output)
+        if self.arrival_s is not None:
+            arrival = np.ascontiguousarray(self.arrival_s, dtype=np.float64)
+            if arrival.shape != prompt.shape or not np.isfinite(arrival).all() or (arrival < 0).any() \
+                    or (np.diff(arrival) < 0).any():
+                raise WorkloadError("arrival_s must be one finite time >= 0 per request, in nondecreasing order")
+            arrival.setflags(write=False)
+            object.__setattr__(self, "arrival_s", arrival)
 
     @property
     def num_requests(self) -> int:
@@ -108,7 +118,7 @@ def generate_workload(num_requests: int = 256, spread: float = 16.0, seed: int =
     return Workload(prompt, output)
 
 
-def _validate_lengths(prompt: list, output: list, source: str) -> Workload:
+def _validate_lengths(prompt: list, output: list, source: str, arrival: list | None = None) -> Workload:
     if len(prompt) != len(output):
         raise WorkloadError(f"{source}: prompt_len has {len(prompt)} entries but output_len has {len(output)}")
     if not prompt:
@@ -123,7 +133,23 @@ def _validate_lengths(prompt: list, output: list, source: str) -> Workload:
                 raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
             if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
                 raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
-    return Workload(np.array([int(v) for v in prompt]), np.array([int(v) for v in output]))
+    prompt_arr, output_arr = np.array([int(v) for v in prompt]), np.array([int(v) for v in output])
+    if arrival is None:
+        return Workload(prompt_arr, output_arr)
+    return _timed_workload(prompt_arr, output_arr, arrival, source)
+
+
+def _timed_workload(prompt: np.ndarray, output: np.ndarray, arrival: list, source: str) -> Workload:
+    """Requests renumbered in arrival order (ties keep file order), times relative to the first arrival."""
+    if len(arrival) != len(prompt):
+        raise WorkloadError(f"{source}: arrival_s has {len(arrival)} entries but prompt_len has {len(prompt)}")
+    for i, v in enumerate(arrival):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise WorkloadError(f"{source}: arrival_s[{i}] = {_short(v)} is not a time in seconds >= 0")
+    times = np.asarray(arrival, dtype=np.float64)
+    order = np.argsort(times, kind="stable")
+    times = times[order] - times[order[0]]
+    return Workload(prompt[order], output[order], times)
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -158,7 +184,9 @@ def _bad_constant(name: str):
 
 
 def parse_workload(text: str, source: str = "workload") -> Workload:
-    """Parse a CSV with header `prompt_len,output_len` or a JSON object {"prompt_len": [...], "output_len": [...]}."""
+    """Parse a CSV with header `prompt_len,output_len` (optionally `,arrival_s`) or the trace layout
+    `TIMESTAMP,ContextTokens,GeneratedTokens`, or a JSON object {"prompt_len": [...], "output_len": [...]}
+    (optionally "arrival_s": [...]). Timed requests are numbered in arrival order, the first at 0 s."""
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
     stripped = text.lstrip()
     if stripped.startswith("{"):
@@ -173,41 +201,79 @@ def parse_workload(text: str, source: str = "workload") -> Workload:
             raise WorkloadError(f"{source}: {exc}") from None
         if not isinstance(obj, dict) or "prompt_len" not in obj or "output_len" not in obj:
             raise WorkloadError(f'{source}: expected a JSON object with "prompt_len" and "output_len" lists')
-        prompt, output = obj["prompt_len"], obj["output_len"]
+        prompt, output, arrival = obj["prompt_len"], obj["output_len"], obj.get("arrival_s")
         if not isinstance(prompt, list) or not isinstance(output, list):
             raise WorkloadError(f'{source}: "prompt_len" and "output_len" must be lists of integers')
-        return _validate_lengths(prompt, output, source)
+        if arrival is not None and not isinstance(arrival, list):
+            raise WorkloadError(f'{source}: "arrival_s" must be a list of times in seconds')
+        return _validate_lengths(prompt, output, source, arrival)
     try:
         return _parse_csv(text, source)
     except csv.Error as exc:  # a NUL byte, a field past csv's size limit
         raise WorkloadError(f"{source}: not a readable CSV ({str(exc)[:60]})") from None
 
 
+EPOCH = datetime(1970, 1, 1)
+# Accepted CSV layouts: header -> (prompt column, output column, arrival column or None).
+CSV_LAYOUTS = {
+    ("prompt_len", "output_len"): ("prompt_len", "output_len", None),
+    ("prompt_len", "output_len", "arrival_s"): ("prompt_len", "output_len", "arrival_s"),
+    # The public LLM-inference trace layout (Azure's): wall-clock timestamps, made relative to the first.
+    ("TIMESTAMP", "ContextTokens", "GeneratedTokens"): ("ContextTokens", "GeneratedTokens", "TIMESTAMP"),
+}
+
+
+def _csv_layout(header: list[str], source: str) -> tuple[list[int], int | None]:
+    """Column indices of (prompt, output) and of the arrival time (None when the file has none)."""
+    for names, (prompt, output, arrival) in CSV_LAYOUTS.items():
+        if sorted(header) == sorted(names):
+            return [header.index(prompt), header.index(output)], None if arrival is None else header.index(arrival)
+    raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len' (optionally with 'arrival_s') or "
+                        f"'TIMESTAMP,ContextTokens,GeneratedTokens'; got {_short(','.join(header))}")
+
+
+def _time_cell(cell: str, timestamp: bool) -> float:
+    """Seconds from a cell: a number, or (for TIMESTAMP) an ISO date and time; ValueError otherwise."""
+    if timestamp and not cell.replace(".", "", 1).isdigit():
+        return (datetime.fromisoformat(cell).replace(tzinfo=None) - EPOCH).total_seconds()  # no local zone
+    value = float(cell)
+    if not math.isfinite(value) or value < 0 or len(cell) > 40:
+        raise ValueError(cell)
+    return value
+
+
 def _parse_csv(text: str, source: str) -> Workload:
     header: list[str] | None = None
-    prompt, output = [], []
+    prompt, output, times = [], [], []
+    cols: list[int] = []
+    at: int | None = None
     for line_no, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not any(cell.strip() for cell in row):
             continue
         if header is None:
             header = [c.strip() for c in row]
-            if header != ["prompt_len", "output_len"]:
-                raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len', "
-                                    f"got {_short(','.join(header))}")
+            cols, at = _csv_layout(header, source)
             continue
         if len(prompt) >= MAX_WORKLOAD_REQUESTS:  # checked while reading: never builds a huge list
             raise WorkloadError(f"{source}: more than {MAX_WORKLOAD_REQUESTS} requests; "
                                 f"at most {MAX_WORKLOAD_REQUESTS} are allowed")
-        if len(row) != 2:
-            raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected 2")
-        cells = [c.strip() for c in row]
+        if len(row) != len(header):
+            raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected {len(header)}")
+        cells = [row[i].strip() for i in cols]
         if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in cells):
-            raise WorkloadError(f"{source}: line {line_no} is not two integers: {_short(','.join(row))}")
+            raise WorkloadError(f"{source}: line {line_no} is not two integers (token counts): "
+                                f"{_short(','.join(row))}")
         prompt.append(int(cells[0]))
         output.append(int(cells[1]))
+        if at is not None:
+            try:
+                times.append(_time_cell(row[at].strip(), header[at] == "TIMESTAMP"))
+            except ValueError:
+                raise WorkloadError(f"{source}: line {line_no}: {header[at]} {_short(row[at].strip())} is not a "
+                                    "time (seconds >= 0, or a date and time)") from None
     if header is None:
         raise WorkloadError(f"{source}: empty file")
-    return _validate_lengths(prompt, output, source)
+    return _validate_lengths(prompt, output, source, times if at is not None else None)
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -6,9 +6,11 @@ Sliders feed the state only on release (`throttled=True`), so a drag costs one r
 from __future__ import annotations
 
 import html
+import math
 
 import panel as pn
 import param
+from bokeh.models import CustomJSTickFormatter
 
 from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet, toggled_styles
 from explorable.state import PRODUCTION_NAMES, ExplorableState
@@ -18,6 +20,29 @@ SEQ_STOPS = (1, 8, 32, 64, 128, 256, 512)
 POOL_STOPS = (2, 8, 16, 32, 64)
 SPREAD_STOPS = (1, 4, 16, 32)
 DECLARED_STOPS = (1.0, 2.0, 4.0, 8.0)
+RATE_STOPS = (1.0, 4.0, 8.0, 12.0, 16.0, 32.0)
+
+
+def log_rate_slider(state: ExplorableState, **slider) -> pn.widgets.FloatSlider:
+    """The request rate on a log scale: the slider moves log2(rate), its label shows req/s, and the state
+    holds req/s (rounded to 3 significant digits, so links stay short)."""
+    p = state.param.request_rate
+    lo, hi = (math.log2(b) for b in p.bounds)
+    widget = pn.widgets.FloatSlider(
+        label=p.label, start=lo, end=hi, step=0.125, value=math.log2(state.request_rate),
+        format=CustomJSTickFormatter(code="return (2 ** tick).toPrecision(3)"), css_classes=["ctl-request_rate"],
+        **{k: v for k, v in slider.items() if k != "throttled"})
+
+    def to_state(event):
+        state.request_rate = float(f"{2 ** event.new:.3g}")
+
+    def to_widget(event):
+        if abs(2 ** widget.value - event.new) > 1e-3 * event.new:
+            widget.value = math.log2(event.new)
+
+    widget.param.watch(to_state, "value_throttled")
+    state.param.watch(to_widget, "request_rate")
+    return widget
 
 
 def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
@@ -74,6 +99,19 @@ class Controls(pn.viewable.Viewer):
         self.max_num_batched_tokens = pn.widgets.IntSlider.from_param(
             s.param.max_num_batched_tokens, css_classes=["ctl-max_num_batched_tokens"], **slider)
         self.full_isl = pn.widgets.Checkbox.from_param(s.param.scheduler_reserve_full_isl, margin=(8, 12))
+        self.arrival = pn.widgets.RadioButtonGroup.from_param(
+            s.param.arrival, css_classes=["ctl-arrival"], sizing_mode="stretch_width", margin=(4, 12),
+            color="primary", variant="outline")
+        self.request_rate = log_rate_slider(s, **slider)
+        self.burstiness = pn.widgets.FloatSlider.from_param(s.param.burstiness, css_classes=["ctl-burstiness"],
+                                                            format="0.0", step=0.1, **slider)
+        self.slo_ttft_ms = pn.widgets.FloatSlider.from_param(s.param.slo_ttft_ms, css_classes=["ctl-slo_ttft_ms"],
+                                                             format="0,0", step=10, end=10_000, **slider)
+        self.slo_tpot_ms = pn.widgets.FloatSlider.from_param(s.param.slo_tpot_ms, css_classes=["ctl-slo_tpot_ms"],
+                                                             format="0", step=1, end=200, **slider)
+        self.traffic_note = _note("")
+        s.param.watch(self._traffic_note, "arrival")
+        self._traffic_note()
         self.reset = pn.widgets.Button(label="Reset to the starting point", css_classes=["reset"],
                                        sizing_mode="stretch_width", margin=(10, 12),
                                        stylesheets=[stylesheet()])
@@ -97,6 +135,16 @@ class Controls(pn.viewable.Viewer):
         # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.mark_current).
         self.declared_note.styles = toggled_styles(INACTIVE_STYLES, inactive)
         self.declared_multiple.styles = toggled_styles(INACTIVE_STYLES, inactive)
+
+    def _traffic_note(self, *_):
+        arriving = self.state.arrival != "all-at-once"
+        text = ("Requests arrive at random, this many per second on average; the batch is whatever traffic has "
+                "supplied. Burstiness 1 is a Poisson process, lower bunches them." if arriving else
+                "All 256 requests are queued at 0 s: the article's offline experiment. Choose arriving to serve them "
+                "as traffic.")
+        self.traffic_note.object = f"<div>{text}</div>"
+        for widget in (self.request_rate, self.burstiness, self.slo_ttft_ms, self.slo_tpot_ms):
+            widget.styles = toggled_styles(INACTIVE_STYLES, not arriving)
 
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"
@@ -128,7 +176,12 @@ class Controls(pn.viewable.Viewer):
             self.declared_multiple, _stops(s, "declared_multiple", DECLARED_STOPS, "{:g}x"), self.declared_note,
             heading("Workload"),
             self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
-            _note("256 requests, all queued at 0 s; total output stays 65,536 tokens at every spread."),
+            _note("256 requests; total output stays 65,536 tokens at every spread."),
+            heading("Traffic"),
+            self.arrival, self.request_rate, _stops(s, "request_rate", RATE_STOPS, "{:g}/s"), self.burstiness,
+            self.traffic_note,
+            self.slo_ttft_ms, self.slo_tpot_ms,
+            _note("SLO targets: goodput counts the requests per second whose TTFT and TPOT both meet them."),
             advanced,
             self.reset,
             css_classes=["controls"], sizing_mode="stretch_width", margin=0,

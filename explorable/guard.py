@@ -20,7 +20,9 @@ from typing import Any
 from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
-from explorable import budget, runs
+from engine import rate_sweep
+from explorable import budget, runs, traffic_curve
+from explorable.state import FLOAT_CONTROLS
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +220,9 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
         model = doc.get_model_by_id(event["model"]["id"])
         for css in getattr(model, "css_classes", None) or []:
             if css.startswith("ctl-") and css[4:] in values:
-                values[css[4:]], moved = event["new"], True
+                # The request-rate slider moves log2 of the rate (explorable.controls.log_rate_slider).
+                new = 2 ** event["new"] if css == "ctl-request_rate" else event["new"]
+                values[css[4:]], moved = new, True
     if not moved:
         return budget.CHANGE_COST_S
     try:
@@ -227,10 +231,12 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
         return budget.CHANGE_COST_S  # the engine refuses it: no simulation follows
     if runs.is_cached(cfg):
         return budget.CHANGE_COST_S  # someone has been here
-    return budget.CHANGE_COST_S + runs.mean_simulation_s()
+    missing = 0  # the throughput curves run on the worker thread, charged when drawn (budget.meter_background)
+    if cfg.arrival != "all-at-once" and not traffic_curve.is_known(cfg):  # the request-rate curve (12 + 1 runs)
+        missing += rate_sweep.NUM_POINTS + 1
+    return budget.CHANGE_COST_S + (1 + missing) * runs.mean_simulation_s()
 
 
-FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread")
 
 
 def protect(doc: Document | None, state: Any = None) -> None:

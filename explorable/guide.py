@@ -72,14 +72,55 @@ STEPS = (
 )
 
 
-def step_settings(state: ExplorableState, index: int) -> dict:
+# The story continues under traffic: requests arrive over time instead of all waiting at 0 s.
+TRAFFIC_STEPS = (
+    Step(
+        "Traffic arrives",
+        "Requests now come about four a second, at random. Nobody chooses the batch any more: it is whatever "
+        "traffic has brought, here rarely more than a dozen. Each lane starts where its request arrives, most are "
+        "admitted at the next pass, and the first token comes after one prefill: TTFT is tens of milliseconds.",
+        {"arrival": "rate", "request_rate": 4.0},
+    ),
+    Step(
+        "Past the knee",
+        "At 16 a second the server cannot keep up. The curve below flattens at what these settings serve with "
+        "everything queued, about 12 a second, and the extra requests wait: TTFT p99 climbs from a tenth of a "
+        "second to two seconds, twenty times over, while TPOT only doubles or so (bigger batches, slower passes). "
+        "Goodput falls below the rate served.",
+        {"arrival": "rate", "request_rate": 16.0},
+    ),
+    Step(
+        "A cap buys smooth tokens",
+        "At 10 a second, cap the batch at 16 sequences. Each pass is lighter, so tokens stream faster (TPOT p50 "
+        "about 9 ms instead of 12), but the cap turns away work the pool could hold and the queue grows: TTFT p99 "
+        "goes from about 0.15 s to over 10 s. Drag --max-num-seqs back up and watch the trade reverse.",
+        {"arrival": "rate", "request_rate": 10.0, "max_num_seqs": 16},
+    ),
+    Step(
+        "Smaller chunks, steadier streams",
+        "With an 8,192-token budget a newly arrived prompt is prefilled in one pass, and every decode in that pass "
+        "waits for it: ITL p99 is about 52 ms against an 8 ms median. A 1,024-token budget cuts prompts into chunks "
+        "that ride along with the decodes: ITL p99 falls to about 28 ms, for slightly later first tokens.",
+        {"arrival": "rate", "request_rate": 8.0, "max_num_batched_tokens": 1024},
+    ),
+    Step(
+        "A preemption is a stall",
+        "Shrink the pool to 2 GiB at 8 a second. Requests are evicted to make room; an evicted request keeps the "
+        "tokens it has sent, but its user sees nothing until it is readmitted and has recomputed. Hover an amber "
+        "lane: its worst ITL is that stall, often seconds, in the middle of an answer.",
+        {"arrival": "rate", "request_rate": 8.0, "pool_gib": 2.0},
+    ),
+)
+
+
+def step_settings(state: ExplorableState, index: int, steps: tuple = STEPS) -> dict:
     """Every control's value for step `index`: the defaults plus the step's changes."""
-    return {**state.defaults(), **STEPS[index].settings}
+    return {**state.defaults(), **steps[index].settings}
 
 
-def settings_sentence(state: ExplorableState, index: int) -> str:
+def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) -> str:
     """Every control step `index` changes from the starting point, by its sidebar label and value."""
-    changes = STEPS[index].settings
+    changes = steps[index].settings
     if not changes:
         return "This step sets every control to its starting point."
     named = []
@@ -92,11 +133,11 @@ def settings_sentence(state: ExplorableState, index: int) -> str:
     return "This step sets " + "; ".join(named) + "; everything else to its starting point."
 
 
-def matching_step(state: ExplorableState) -> int | None:
+def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
     """The step whose settings are exactly the current controls, if any."""
     current = state.control_values()
-    for i in range(len(STEPS)):
-        if step_settings(state, i) == current:
+    for i in range(len(steps)):
+        if step_settings(state, i, steps) == current:
             return i
     return None
 
@@ -105,13 +146,15 @@ class Guide(pn.viewable.Viewer):
     """Numbered step buttons, the chosen step's text, and previous/next."""
 
     state = param.ClassSelector(class_=ExplorableState)
-    chosen = param.Integer(default=0, bounds=(0, len(STEPS) - 1))
+    chosen = param.Integer(default=0, bounds=(0, None))
+    steps = param.Parameter(default=STEPS, doc="the steps this guide walks (the article's, or TRAFFIC_STEPS)")
+    css = param.String(default="step", doc="class prefix: 'step' (the article's guide) or 'traffic-step'")
 
     def __init__(self, **params):
         super().__init__(**params)
         self.buttons = []
-        for i, step in enumerate(STEPS):
-            button = pn.widgets.Button(label=f"{i + 1}. {step.title}", css_classes=["step-button"],
+        for i, step in enumerate(self.steps):
+            button = pn.widgets.Button(label=f"{i + 1}. {step.title}", css_classes=[f"{self.css}-button"],
                                        margin=(2, 2), stylesheets=[stylesheet()])
             button.on_click(lambda _event, i=i: self.go(i))
             self.buttons.append(button)
@@ -120,10 +163,10 @@ class Guide(pn.viewable.Viewer):
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
         self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
-        self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(STEPS) - 1)))
+        self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(self.steps) - 1)))
         self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
-        match = matching_step(self.state)
+        match = matching_step(self.state, self.steps)
         self.chosen = match if match is not None else 0
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
         # away from one. A link to a state that is no step opens without the "moved" hint.
@@ -136,21 +179,21 @@ class Guide(pn.viewable.Viewer):
         """Show step `index` and set every control to it."""
         self.followed = True
         self.chosen = index
-        self.state.param.update(**step_settings(self.state, index))
+        self.state.param.update(**step_settings(self.state, index, self.steps))
 
     def _refresh(self, *_):
-        match = matching_step(self.state)
+        match = matching_step(self.state, self.steps)
         if match is not None and match != self.chosen:
             self.chosen = match  # the reader reached a step by hand: show its text (this re-enters once)
             return
-        step = STEPS[self.chosen]
+        step = self.steps[self.chosen]
         self.followed = self.followed or match is not None
         drifted = match is None and self.followed
         with pn.io.hold():
             for i, button in enumerate(self.buttons):
                 mark_current(button, i == match)
             self.prev.disabled = self.chosen == 0
-            self.next.disabled = self.chosen == len(STEPS) - 1
+            self.next.disabled = self.chosen == len(self.steps) - 1
             if drifted:
                 hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
                         "return to it)</span>")
@@ -160,14 +203,16 @@ class Guide(pn.viewable.Viewer):
             else:
                 hint = ""
             self.text.object = (
-                f'<div class="step-text" data-step="{self.chosen + 1}"><span class="step-no">Step {self.chosen + 1} '
-                f"of {len(STEPS)}</span> <b>{step.title}.</b> {step.text} "
-                f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen))}</span>{hint}</div>'
+                f'<div class="{self.css}-text" data-step="{self.chosen + 1}"><span class="step-no">Step '
+                f"{self.chosen + 1} of {len(self.steps)}</span> <b>{step.title}.</b> {step.text} "
+                f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen, self.steps))}'
+                f"</span>{hint}</div>"
             )
 
     def __panel__(self):
         return pn.Column(
-            pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["step-row"], margin=0),
+            pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=[f"{self.css}-row"],
+                       margin=0),
             # The buttons sit beside the text, or under it on a phone.
             pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
                        sizing_mode="stretch_width", margin=0),

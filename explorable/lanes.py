@@ -71,7 +71,7 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
     lefts: list[float] = []
     rights: list[float] = []
     states: list[int] = []
-    waiting_since = np.zeros(n)  # everyone is queued at t = 0
+    waiting_since = trace.arrival_s.copy()  # blank before a request arrives (all at 0 s unless traffic)
     running_since = np.full(n, np.nan)
     admitted_at: list[list[float]] = [[] for _ in range(n)]
     preempted_at: list[list[float]] = [[] for _ in range(n)]
@@ -131,7 +131,21 @@ def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, list]:
         "admitted": [_times(a) for a in admitted_at],
         "preempted": [f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
                       for a in preempted_at],
+        "latency": _latency_lines(trace),
     }
+
+
+def _latency_lines(trace: Trace) -> list[str]:
+    """Per request, what its user saw: arrival, TTFT, TPOT and the longest wait between two tokens."""
+    t = trace.timing()
+    return [f"arrived at {a:.2f} s; TTFT {_ms(f)}, TPOT {_ms(p)}, worst ITL {_ms(w)}"
+            for a, f, p, w in zip(t.arrival.tolist(), t.ttft.tolist(), t.tpot.tolist(), t.worst_itl.tolist())]
+
+
+def _ms(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "-"
+    return f"{seconds * 1e3:,.0f} ms" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _times(ts: list[float]) -> str:
@@ -193,9 +207,11 @@ def lane_view_data(trace: Trace) -> dict:
     marks["mid"] = (marks["left"] + marks["right"]) / 2
     # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
     has = " ".join(f"has-{k}" for k, c in counts.items() if c)
+    cfg = trace.config
+    arriving = {"rate": f"arriving at {cfg.request_rate:g} req/s", "workload": "arriving as the workload file says"}
     caption = (
         f'<div class="chart-title {has}">Every request, over time <span class="muted">'
-        f"({n} requests, all queued at 0 s, served to the last in "
+        f"({n} requests, {arriving.get(cfg.arrival, 'all queued at 0 s')}, served to the last in "
         f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
     )
     return {"segments": segments, "marks": marks, "details": _details(trace, admitted_at, preempted_at),
@@ -217,7 +233,7 @@ class LaneChart(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(_empty_segments())
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
-        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": []})
+        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": [], "latency": []})
         self.figure = self._build()
         self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
@@ -261,7 +277,7 @@ class LaneChart(pn.viewable.Viewer):
             if (d.prompt == null || r >= d.prompt.length) return `request ${r}`;
             const n = (x) => Number(x).toLocaleString('en-US');
             return `request ${r}: ${n(d.prompt[r])} prompt / ${n(d.output[r])} output tokens\n` +
-                   `admitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}`;
+                   `${d.latency[r]}\nadmitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}`;
         """)
         fig.add_tools(HoverTool(
             renderers=[bars, marks], point_policy="follow_mouse",

@@ -17,11 +17,12 @@ from explorable import budget, health, links, log_limits, projector, startup, ur
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
-from explorable.guide import Guide
+from explorable.guide import TRAFFIC_STEPS, Guide
 from explorable.lanes import LaneChart
 from explorable.live import LivePanel
 from explorable.logs_view import LogView
 from explorable.readouts import Readouts
+from explorable.traffic_curve import TrafficCurve
 from explorable.state import ExplorableState
 from explorable.strips import Strips
 from explorable.text_pane import TextHTML
@@ -146,6 +147,8 @@ class ExplorableApp(pn.viewable.Viewer):
 
     state = param.ClassSelector(class_=ExplorableState)
     projector = param.Boolean(default=False, doc="text in charts, legends and the log at 16 px or more")
+    traffic = param.Boolean(default=True, doc="the steps under traffic and the request-rate curve (the static "
+                                              "build, which has no traffic states, leaves them out)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -155,18 +158,21 @@ class ExplorableApp(pn.viewable.Viewer):
             "controls": Controls(state=state),
             "live": LivePanel(state=state),
             "guide": Guide(state=state),
+            "traffic_guide": Guide(state=state, steps=TRAFFIC_STEPS, css="traffic-step"),
             "notices": Notices(state=state),
             "readouts": Readouts(state=state),
             "lanes": lanes,
             "strips": Strips(state=state, x_range=lanes.x_range),
             "curves": Curves(state=state),
+            "traffic_curve": TrafficCurve(state=state),
             "logs": LogView(state=state),
             "share": url.ShareLink(state=state),
         }
         if self.projector:
             url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
-                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
+                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure,
+                        self.views["traffic_curve"].served_fig, self.views["traffic_curve"].latency_fig):
                 projector.enlarge(fig)
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig):
                 fig.min_border_left = projector.LANE_BORDER_LEFT
@@ -180,14 +186,18 @@ class ExplorableApp(pn.viewable.Viewer):
             v["controls"], v["share"], v["live"],
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
+        traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
+        traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
         main = pn.Column(
             v["guide"],
+            *(traffic_steps if self.traffic else []),
             v["notices"],
             v["readouts"],
             v["lanes"],
             v["strips"],
             _section("Throughput if you moved one control", "(everything else as set; the orange dot is now)"),
             v["curves"],
+            *(traffic_curve if self.traffic else []),
             _section("What vLLM would log"),
             v["logs"],
             pn.pane.HTML(

@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from engine import RunConfig
+from engine.latency import good_requests
 from explorable.assets import stylesheet
 from explorable.state import ExplorableState
 from explorable.text_pane import TextHTML
@@ -77,6 +78,32 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
     return rows
 
 
+def traffic_readouts(summary: dict, previous: dict | None, goodput: float, previous_goodput: float | None,
+                     slo: dict[str, float], measured: bool = False) -> list[Readout]:
+    """What a user waiting on the server sees, for traffic that arrives over time: TTFT and TPOT at the median
+    and at p99 (lower is better), and goodput, the requests per second that met both SLO targets. A measured
+    run names the simulation of the same setting beside each figure."""
+    rows = []
+    for key, label in (("ttft_ms_p50", "TTFT p50"), ("ttft_ms_p99", "TTFT p99"), ("tpot_ms_p50", "TPOT p50"),
+                       ("tpot_ms_p99", "TPOT p99")):
+        value = summary[key]
+        target = slo["ttft" if key.startswith("ttft") else "tpot"]
+        beside = f"target {target:,.0f} ms" + (", missed" if value > target else "")
+        if measured and previous:
+            beside = f"simulated {_ms(previous[key])}; " + beside
+        delta, verdict = _delta(value, previous.get(key) if previous else None, "{:,.1f}", " ms", False)
+        rows.append(Readout(key, label, float(value), _ms(value), beside, delta, verdict))
+    share = goodput / summary["request_throughput"] if summary["request_throughput"] else 0.0
+    delta, verdict = _delta(goodput, previous_goodput, "{:,.2f}", " req/s", True)
+    rows.append(Readout("goodput_req_s", "goodput (req/s meeting both targets)", goodput, f"{goodput:,.2f}",
+                        f"{100 * share:.0f}% of {summary['request_throughput']:,.2f} req/s served", delta, verdict))
+    return rows
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
 def delta_cell(r: Readout) -> str:
     """A readout's change against the setting before (the static build swaps just these cells in)."""
     return f'<div class="readout-delta {r.verdict}">{html.escape(r.delta) or "&nbsp;"}</div>'
@@ -107,7 +134,10 @@ class Readouts(pn.viewable.Viewer):
                                  css_classes=["readouts-pane"], margin=(4, 10))
         self.error = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
                                   css_classes=["run-error"], margin=(0, 10))
-        self.state.param.watch(self._update, ["trace", "run_error"])
+        self.traffic = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
+                                css_classes=["readouts-pane", "traffic-readouts"], margin=(0, 10), visible=False)
+        self.state.param.watch(self._update, ["trace", "run_error", "slo_ttft_ms", "slo_tpot_ms"])
+        self._previous_goodput: tuple | None = None  # (trace, goodput) of the run before, for the delta
         self._update()
 
     def _update(self, *_):
@@ -122,6 +152,22 @@ class Readouts(pn.viewable.Viewer):
                 f"{html.escape(s.run_error)}. The numbers below are from the last setting that could.</div>"
             )
             self.error.visible = bool(s.run_error)
+            self._update_traffic()
+
+    def _update_traffic(self) -> None:
+        s = self.state
+        arriving = s.trace.arrives_over_time
+        self.traffic.visible = arriving
+        if not arriving:
+            return
+        good = float(good_requests(s.trace.timing(), s.slo_targets).sum()) / s.trace.makespan_s
+        before = self._previous_goodput
+        previous = s.previous_summary if s.previous_summary and "ttft_ms_p50" in s.previous_summary else None
+        rows = traffic_readouts(s.summary, previous, good,
+                                before[1] if before and before[0] is not s.trace else None, s.slo_targets,
+                                measured=s.trace.measured)
+        self._previous_goodput = (s.trace, good)
+        self.traffic.object = render(rows, stale=bool(s.run_error), measured=s.trace.measured)
 
     def __panel__(self):
-        return pn.Column(self.error, self.pane, sizing_mode="stretch_width", margin=0)
+        return pn.Column(self.error, self.pane, self.traffic, sizing_mode="stretch_width", margin=0)

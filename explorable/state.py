@@ -20,7 +20,11 @@ from explorable import runs
 CONTROLS = (
     "max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread",
     "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
+    "arrival", "request_rate", "burstiness",
 )
+FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness")
+# SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
+SLO_CONTROLS = ("slo_ttft_ms", "slo_tpot_ms")
 
 # The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
 # CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
@@ -62,6 +66,13 @@ class ExplorableState(param.Parameterized):
     gpu = control("gpu")
     max_num_batched_tokens = control("max_num_batched_tokens")
     scheduler_reserve_full_isl = control("scheduler_reserve_full_isl")
+    arrival = control("arrival")
+    request_rate = control("request_rate")
+    burstiness = control("burstiness")
+    slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
+                               doc="A request meets its SLO when its first token comes within this long.")
+    slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",
+                               doc="... and its later tokens come, on average, at least this often.")
 
     # -- derived (not widgets, not in the URL) ----------------------------------------------------
     trace = param.ClassSelector(class_=Trace, default=None, allow_None=True, precedence=-1)
@@ -82,9 +93,13 @@ class ExplorableState(param.Parameterized):
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
         values = self.control_values()
-        for name in ("pool_gib", "declared_multiple", "spread"):
+        for name in FLOAT_CONTROLS:
             values[name] = float(values[name])
         return RunConfig(**values)
+
+    @property
+    def slo_targets(self) -> dict[str, float]:
+        return {"ttft": float(self.slo_ttft_ms), "tpot": float(self.slo_tpot_ms)}
 
     @param.depends(*CONTROLS, watch=True)
     def _run(self) -> None:
@@ -118,7 +133,7 @@ class ExplorableState(param.Parameterized):
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
-        self.param.update(**{name: self.param[name].default for name in CONTROLS})
+        self.param.update(**{name: self.param[name].default for name in (*CONTROLS, *SLO_CONTROLS)})
 
     def defaults(self) -> dict[str, Any]:
         return {name: self.param[name].default for name in CONTROLS}

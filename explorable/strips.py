@@ -140,6 +140,8 @@ class Strips(pn.viewable.Viewer):
             self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)
             # Reserving, vLLM's usage figure counts what is set aside, not what is written.
             self.kv_fig.yaxis.axis_label = "KV reserved" if trace.config.allocation == "reserve" else "KV cache used"
+            self.kv_fig.xaxis.axis_label = ("time since the benchmark started (s)" if trace.arrives_over_time
+                                            else "time since the queue filled (s)")
 
     def __panel__(self):
         return self._pane

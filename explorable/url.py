@@ -19,7 +19,7 @@ import param
 from engine.settings import parse_bool
 from explorable import links, runs
 from explorable.assets import stylesheet
-from explorable.state import CONTROLS, ExplorableState
+from explorable.state import CONTROLS, FLOAT_CONTROLS, SLO_CONTROLS, ExplorableState
 from explorable.text_pane import TextHTML
 
 _panel_parse_query = panel_location.parse_query
@@ -87,7 +87,7 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
     """
     notices: list[str] = []
     accepted: dict[str, Any] = {}
-    for name in CONTROLS:
+    for name in (*CONTROLS, *SLO_CONTROLS):
         if name not in query:
             continue
         raw = query[name]
@@ -100,6 +100,9 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
             notices.append(
                 f"The link set {name} to {_show(raw)}, which is not {exc}; using the default, {default}."
             )
+    slo = {n: accepted.pop(n) for n in SLO_CONTROLS if n in accepted}  # not part of the run
+    if slo:
+        state.param.update(**slo)
     merged = {**state.control_values(), **accepted}
     problem = runs.config_problem(_as_config_fields(merged))
     while problem and accepted:
@@ -120,7 +123,7 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
 
 
 def _as_config_fields(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: float(v) if k in ("pool_gib", "declared_multiple", "spread") else v for k, v in values.items()}
+    return {k: float(v) if k in FLOAT_CONTROLS else v for k, v in values.items()}
 
 
 def _show(raw: Any) -> str:
@@ -151,7 +154,7 @@ def sync_url(state: ExplorableState) -> None:
     def write_url(*_):
         location.search = "?" + urlencode(query_values(state))
 
-    state.param.watch(write_url, list(CONTROLS))
+    state.param.watch(write_url, [*CONTROLS, *SLO_CONTROLS])
     # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
     # query once it has, so the address bar names every control from the start.
     pn.state.onload(write_url)
@@ -165,7 +168,7 @@ _PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakre
 def query_values(state: ExplorableState) -> dict[str, str]:
     """Every control as its URL text (what Location.sync writes), then the page's flags."""
     out = {}
-    for name in CONTROLS:
+    for name in (*CONTROLS, *SLO_CONTROLS):
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)
     out.update(_PAGE_FLAGS.get(state, {}))
@@ -191,7 +194,7 @@ class ShareLink(pn.viewable.Viewer):
         super().__init__(**params)
         self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
                              css_classes=["share"], visible=pn.state.location is not None)
-        self.state.param.watch(self._update, list(CONTROLS))
+        self.state.param.watch(self._update, [*CONTROLS, *SLO_CONTROLS])
         self._update()
 
     def _update(self, *_):

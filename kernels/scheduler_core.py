@@ -23,8 +23,9 @@ WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 # Scalars of the mutable `state` vector. The free block queue is vLLM's: never-used ids in order
 # (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
 (FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
- NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP) = range(13)
-NUM_STATE_FIELDS = 13  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+ NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, ARRIVED) = range(14)
+NUM_STATE_FIELDS = 14  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+# ARRIVED: requests (in id = arrival order) added to waiting so far; new_tables adds them all at t = 0.
 
 # Settings vector `params`.
 # P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
@@ -99,6 +100,7 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
     state[DIGEST] = np.int64(FNV_OFFSET)
     state[NEXT_FRESH] = 1  # block 0 is vLLM's null block
     state[RING_CAP] = cap
+    state[ARRIVED] = n
     queues = np.zeros((2, n), dtype=np.int64)
     queues[WAIT_Q] = np.arange(n)
     return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
@@ -400,6 +402,30 @@ def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events,
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def hold_arrivals(state):
+    """Empty the waiting queue of a fresh run: requests join it only as add_arrivals lets them in."""
+    state[WAIT_LEN] = 0
+    state[ARRIVED] = 0
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def add_arrivals(arrival, state, queues, now):
+    """vLLM's engine loop between two steps: every request that has arrived by `now` joins the tail of
+    waiting (in id order, ids being arrival order). With nothing running or waiting the clock first jumps
+    to the next arrival. Returns the time the next pass starts."""
+    n = arrival.shape[0]
+    k = state[ARRIVED]
+    if k < n and state[RUN_LEN] == 0 and state[WAIT_LEN] == 0 and arrival[k] > now:
+        now = arrival[k]
+    while k < n and arrival[k] <= now:
+        queues[WAIT_Q, (state[WAIT_HEAD] + state[WAIT_LEN]) % queues.shape[1]] = k
+        state[WAIT_LEN] += 1
+        k += 1
+    state[ARRIVED] = k
+    return now
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def roofline(overhead, bandwidth, flop_rate, bytes_moved, flops):
     """The cost model: overhead + max(bytes / bandwidth, FLOPs / FLOP/s); scalars or arrays."""
     return overhead + np.maximum(bytes_moved / bandwidth, flops / flop_rate)
@@ -439,31 +465,48 @@ def grow_rows(a, rows):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes):
-    """The whole run in compiled code: begin_pass, the roofline clock, end_pass, until all finish.
+def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes, arrival):
+    """The whole run in compiled code: arrivals, begin_pass, the roofline clock, end_pass, until all finish.
 
-    Returns (pass table, pass seconds, events (pass, request, kind), (req, state, queues, blocks)).
+    `arrival` holds each request's arrival time (s, nondecreasing); empty: all queued at t = 0.
+    Returns (pass table, pass seconds, events (pass, request, kind), (req, state, queues, blocks),
+    pass start times, sampled tokens (pass, request) in the order they were produced).
     """
     req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens)
     n_req = prompt_len.shape[0]
+    if arrival.shape[0] > 0:
+        hold_arrivals(state)
     out = np.zeros((NUM_OUT_ROWS, n_req), dtype=np.int64)
     counts = np.zeros(NUM_COUNTS, dtype=np.int64)
     passes = np.zeros((1024, NUM_PASS_FIELDS), dtype=np.int64)
     seconds = np.zeros(1024, dtype=np.float64)
+    starts = np.zeros(1024, dtype=np.float64)
     events = np.zeros((8 * n_req + 16, 3), dtype=np.int64)
+    samples = np.zeros((output_len.sum(), 2), dtype=np.int64)  # every request samples exactly its output
     n_ev = 0
+    n_tok = 0
+    now = 0.0
     p = 0
     while state[NUM_FINISHED] < n_req and p < max_passes:
         if p == passes.shape[0]:
             passes = grow_rows(passes, 2 * p)
             seconds = grow_rows(seconds, 2 * p)
+            starts = grow_rows(starts, 2 * p)
         if n_ev + 5 * n_req > events.shape[0]:
             events = grow_rows(events, 2 * events.shape[0] + 5 * n_req)
+        now = add_arrivals(arrival, state, queues, now)
+        starts[p] = now
         begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
         seconds[p] = pass_seconds(cost, out, counts[N_SCHED])
+        for k in range(counts[N_SCHED]):
+            if out[OUT_SAMPLE, k]:
+                samples[n_tok, 0] = p
+                samples[n_tok, 1] = out[OUT_REQ, k]
+                n_tok += 1
         n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
+        now += seconds[p]
         p += 1
-    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks)
+    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], samples[:n_tok]
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")

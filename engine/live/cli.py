@@ -107,6 +107,11 @@ def live_main(cfg: RunConfig, args: Any) -> int:
     if getattr(args, "json", False):
         print(json.dumps(summary, indent=2))
     else:
+        if trace.arrives_over_time:  # measured latency, laid out as vllm bench serve prints it
+            from engine.bench_report import bench_block
+
+            print(bench_block(trace))
+            print()
         print(_table(summary))
     return 0
 

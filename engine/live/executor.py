@@ -81,6 +81,16 @@ class LiveExecutor:
         self.result = result
         return result.gpu_seconds
 
+    def wait(self, seconds: float) -> None:
+        """Idle until the next request arrives, on the real clock (a cancel ends the wait at once). The
+        run's clock is the passes' measured times plus these waits, so arrivals keep their spacing."""
+        if self.cancel is not None:
+            if self.cancel.wait(seconds):
+                raise LiveCancelled("live run cancelled while waiting for the next request")
+        else:
+            time.sleep(seconds)
+        self.loop_start = time.perf_counter()  # the wait is idle time, not the next pass's host loop
+
     def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
         # The whole host loop since the last pass ended (schedule, stage, run, sync, complete): what a user
         # waits for. The pricing and the progress report below are the benchmark's, so they are left out.

@@ -39,3 +39,24 @@ def test_the_loop_hands_the_executor_each_pass_with_its_page_tables():
     trace = serve(Scheduler(cfg), Recorder(cfg)).trace()
     assert seen == list(range(trace.num_passes)) and trace.summary()["preemptions"] > 0
     assert trace.digest == simulate(cfg).digest
+
+
+# The same pinned runs with traffic arriving over time (a rate near each run's own capacity, so queues form
+# and drain and the clock jumps over idle gaps): arrivals are added once, in the one loop and its twin alike.
+ARRIVING = RUNNABLE[::4]
+
+
+@pytest.mark.parametrize("spec", ARRIVING, ids=[f"run{4 * i}" for i in range(len(ARRIVING))])
+def test_compiled_fast_path_equals_the_loop_with_arrivals(spec):
+    base = build(spec)
+    capacity = simulate(base).summary()["request_throughput"]
+    for rate, burstiness in ((0.3 * capacity, 1.0), (1.5 * capacity, 0.25)):
+        cfg = base.replace(arrival="rate", request_rate=float(f"{rate:.3g}"), burstiness=burstiness)
+        whole, stepwise = simulate(cfg), simulate_stepwise(cfg)
+        assert stepwise.summary() == whole.summary()
+        np.testing.assert_array_equal(stepwise.passes, whole.passes)
+        np.testing.assert_array_equal(stepwise.events, whole.events)
+        np.testing.assert_array_equal(stepwise.pass_start, whole.pass_start)
+        np.testing.assert_array_equal(stepwise.pass_duration, whole.pass_duration)
+        np.testing.assert_array_equal(stepwise.samples, whole.samples)
+        assert (whole.pass_start[1:] >= whole.pass_end[:-1]).all()

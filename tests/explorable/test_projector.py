@@ -7,7 +7,7 @@ from bokeh.models import Axis, Label
 from explorable import projector
 from explorable.layout import ExplorableApp
 from explorable.url import query_values
-from explorable.state import ExplorableState
+from explorable.state import SLO_CONTROLS, ExplorableState
 
 
 @pytest.mark.parametrize("value,wanted", [("1", True), ("true", True), ("On", True), ("0", False), ("", False),
@@ -33,7 +33,7 @@ def test_projector_view_enlarges_every_chart_text_and_stays_in_the_url():
     app = ExplorableApp(state=state, projector=True)
     assert min(chart_font_sizes(app)) >= projector.TEXT_PX
     assert query_values(state)["projector"] == "1"
-    assert set(query_values(state)) - {"projector"} == set(state.control_values())
+    assert set(query_values(state)) - {"projector"} == set(state.control_values()) | set(SLO_CONTROLS)
 
 
 def test_without_the_flag_nothing_changes():

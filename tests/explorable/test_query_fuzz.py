@@ -229,7 +229,8 @@ def _valid(name: str):
     edges = st.sampled_from([lo, hi, p.default])
     if isinstance(p, param.Integer):
         return st.one_of(edges, st.integers(lo, hi))
-    return st.one_of(edges, st.floats(lo, hi, allow_nan=False).map(lambda x: round(x * 2) / 2))
+    # Halves keep the runs few; clamped, since a range may start below 0.5 (burstiness, the request rate).
+    return st.one_of(edges, st.floats(lo, hi, allow_nan=False).map(lambda x: min(max(round(x * 2) / 2, lo), hi)))
 
 
 update = st.fixed_dictionaries({}, optional={n: _valid(n) for n in CONTROLS})

@@ -113,3 +113,25 @@ def test_triton_kernels_that_fail_on_this_gpu_fall_back_to_torch_ops(monkeypatch
     assert runner.kernels is backend.TORCH and not runner.graphs
     assert why.startswith("Triton kernels failed here (RuntimeError: PTX .version 8.7") and "more detail" not in why
 
+
+
+def test_a_live_run_honours_arrivals_on_its_clock_and_waits_out_idle_gaps():
+    import time
+
+    from engine import Event, Workload
+
+    base = tight_config()
+    wl = base.build_workload()
+    arrival = np.array([0.0, 0.0, 0.0, 0.0, 0.05, 0.05, 0.1, 0.1, 0.4, 0.4, 0.4, 0.8])
+    cfg = base.replace(workload=Workload(wl.prompt_len, wl.output_len, arrival), arrival="workload")
+    t0 = time.perf_counter()
+    live = run_live(cfg, model_preset="tiny", device="cpu")
+    wall = time.perf_counter() - t0
+    assert live.measured and live.summary()["finished_requests"] == 12
+    admit = live.events_of(Event.ADMIT)
+    assert (live.pass_start[admit[:, 0]] >= arrival[admit[:, 1]]).all()  # nobody ran before it arrived
+    last = admit[admit[:, 1] == 11, 0][0]
+    assert live.pass_start[last] >= 0.8 and wall >= 0.8  # the loop waited for the last request in real time
+    s = live.summary()
+    assert s["ttft_ms_p50"] > 0 and s["tpot_ms_p50"] > 0 and s["request_throughput"] > 0
+    assert (np.diff(live.pass_start) >= live.pass_duration[:-1] - 1e-12).all()  # passes never overlap

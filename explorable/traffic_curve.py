@@ -1,0 +1,184 @@
+"""The knee: throughput and p99 latency against request rate, for the current settings.
+
+Twelve rates from light traffic to overload (engine.rate_sweep: its all-at-once throughput sets the span),
+the SLO targets drawn as lines and the current rate marked. Below the knee the server keeps up: throughput
+follows the offered rate and TTFT stays near one prefill. Past it, throughput flattens at what the settings
+can serve and TTFT climbs with the queue. Sweeps are shared by every session (a bounded LRU).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, NumeralTickFormatter, Range1d, Span
+from bokeh.plotting import figure
+
+from engine import RunConfig
+from engine.rate_sweep import default_rates, sweep_rates
+from explorable import palette, runs
+from explorable.assets import stylesheet
+from explorable.lanes import BACKEND
+from explorable.state import ExplorableState
+
+MAX_SWEEPS = 128
+_SWEEPS: OrderedDict[RunConfig, dict[str, np.ndarray]] = OrderedDict()
+_LOCK = threading.Lock()
+TPOT_COLOUR = "#7a5195"
+
+
+def sweep_key(cfg: RunConfig) -> RunConfig:
+    """The curve does not depend on the rate it marks, nor on how the run on screen arrives."""
+    return cfg.replace(arrival="rate", request_rate=RunConfig().request_rate, goodput=None)
+
+
+def rate_curve(cfg: RunConfig) -> dict[str, np.ndarray]:
+    """rate, req/s served, output tok/s, p99 TTFT and p99 TPOT (ms) at twelve rates; cached for every session."""
+    key = sweep_key(cfg)
+    with _LOCK:
+        data = _SWEEPS.get(key)
+        if data is not None:
+            _SWEEPS.move_to_end(key)
+            return data
+    rows = sweep_rates(key, default_rates(key))
+    data = {name: np.array([r[col] for r in rows], dtype=np.float64) for name, col in (
+        ("rate", "request_rate"), ("served", "request_throughput"), ("tok_s", "throughput_tok_s"),
+        ("ttft", "ttft_ms_p99"), ("tpot", "tpot_ms_p99"))}
+    with _LOCK:
+        _SWEEPS[key] = data
+        while len(_SWEEPS) > MAX_SWEEPS:
+            _SWEEPS.popitem(last=False)
+    return data
+
+
+def is_known(cfg: RunConfig) -> bool:
+    with _LOCK:
+        return sweep_key(cfg) in _SWEEPS
+
+
+def _style(fig, x_label: str, y_label: str) -> None:
+    fig.xaxis.axis_label, fig.yaxis.axis_label = x_label, y_label
+    for axis in (fig.xaxis, fig.yaxis):
+        axis.axis_label_text_font_style = "normal"
+        axis.axis_label_text_color = palette.MUTED
+        axis.axis_label_text_font_size = "11px"
+        axis.major_label_text_color = palette.MUTED
+        axis.axis_line_color = palette.RULE
+        axis.minor_tick_line_color = None
+    fig.outline_line_color = None
+    fig.xgrid.grid_line_color = fig.ygrid.grid_line_color = palette.RULE
+    fig.xgrid.grid_line_alpha = fig.ygrid.grid_line_alpha = 0.6
+
+
+class TrafficCurve(pn.viewable.Viewer):
+    """Requests served per second, and p99 TTFT / TPOT, against the offered request rate."""
+
+    state = param.ClassSelector(class_=ExplorableState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")})
+        self.served_fig = self._served_figure()
+        self.latency_fig = self._latency_figure()
+        self._config = None
+        for fig in (self.served_fig, self.latency_fig):
+            fig.styles = {"flex": "1 1 320px", "min-width": "0"}
+        self.pane = pn.Column(
+            pn.pane.HTML('<div class="chart-title">Throughput and p99 latency against request rate <span '
+                         'class="muted">(twelve rates around the knee, the rest as set; dashed lines: your SLO '
+                         'targets)</span></div>', sizing_mode="stretch_width", stylesheets=[stylesheet()],
+                         margin=(12, 10, 0, 10)),
+            pn.FlexBox(pn.pane.Bokeh(self.served_fig, sizing_mode="stretch_width"),
+                       pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
+                       flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0),
+            sizing_mode="stretch_width", margin=0, visible=False)
+        self.state.param.watch(self._schedule, "trace")
+        self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
+        self._update()
+
+    def _served_figure(self):
+        fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
+                     output_backend=BACKEND, min_border_left=56, min_border_right=16, y_range=Range1d(0, 1))
+        _style(fig, "offered request rate (req/s)", "requests served / s")
+        fig.line("rate", "rate", source=self.source, line_color=palette.RULE, line_dash="dashed")  # keeping up
+        fig.line("rate", "served", source=self.source, line_color=palette.CURVE, line_width=2)
+        dots = fig.scatter("rate", "served", source=self.source, size=5, fill_color="white", line_color=palette.CURVE)
+        fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
+                                                            ("served", "@served{0.00} req/s"),
+                                                            ("output", "@tok_s{0,0} tok/s")]))
+        self.served_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted")
+        fig.add_layout(self.served_marker)
+        fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]")
+        return fig
+
+    def _latency_figure(self):
+        fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", y_axis_type="log",
+                     toolbar_location=None, tools="", output_backend=BACKEND, min_border_left=56,
+                     min_border_right=16, y_range=Range1d(1, 10))
+        _style(fig, "offered request rate (req/s)", "p99 latency (ms)")
+        ttft = fig.line("rate", "ttft", source=self.source, line_color=palette.CURVE, line_width=2)
+        tpot = fig.line("rate", "tpot", source=self.source, line_color=TPOT_COLOUR, line_width=2)
+        dots = fig.scatter("rate", "ttft", source=self.source, size=5, fill_color="white", line_color=palette.CURVE)
+        fig.scatter("rate", "tpot", source=self.source, size=5, fill_color="white", line_color=TPOT_COLOUR)
+        fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
+                                                            ("TTFT p99", "@ttft{0,0.0} ms"),
+                                                            ("TPOT p99", "@tpot{0,0.0} ms")]))
+        self.ttft_slo = Span(location=1, dimension="width", line_color=palette.CURVE, line_dash="dashed")
+        self.tpot_slo = Span(location=1, dimension="width", line_color=TPOT_COLOUR, line_dash="dashed")
+        self.latency_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted")
+        for span in (self.ttft_slo, self.tpot_slo, self.latency_marker):
+            fig.add_layout(span)
+        fig.add_layout(Legend(items=[LegendItem(label="TTFT p99 (dashed: target)", renderers=[ttft]),
+                                     LegendItem(label="TPOT p99", renderers=[tpot])],
+                              location="top_left", background_fill_alpha=0.7, label_text_font_size="10px",
+                              border_line_color=None, padding=2, spacing=0))
+        return fig
+
+    def _schedule(self, *_):
+        cfg = self.state.config
+        if cfg is None or cfg.arrival == "all-at-once" or is_known(cfg):
+            self._update()
+        else:
+            pn.state.execute(self._update, schedule=True)
+
+    def _slo_lines(self, *_):
+        self.ttft_slo.location = float(self.state.slo_ttft_ms)
+        self.tpot_slo.location = float(self.state.slo_tpot_ms)
+        self._y_range()
+
+    def _y_range(self):
+        data = self.source.data
+        values = [v for v in (*data["ttft"], *data["tpot"], self.state.slo_ttft_ms, self.state.slo_tpot_ms)
+                  if np.isfinite(v) and v > 0]
+        if values:
+            self.latency_fig.y_range.update(start=min(values) / 1.6, end=max(values) * 1.6)
+
+    def _update(self):
+        cfg = self.state.config
+        # Shown (and paid for) only while traffic arrives over time: the article's all-at-once states, most of
+        # what a class visits, cost what they did before.
+        self.pane.visible = cfg is not None and cfg.arrival != "all-at-once"
+        if not self.pane.visible or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
+                           and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
+            return
+        try:
+            data = rate_curve(cfg)
+        except runs.RUN_ERRORS:
+            return
+        self._config = cfg
+        rate = float(cfg.request_rate)
+        with pn.io.hold():
+            self.source.data = {k: v for k, v in data.items()}
+            self.served_fig.y_range.update(start=0, end=float(max(np.nanmax(data["served"]), 1e-9)) * 1.15)
+            self.served_marker.location = rate
+            self.latency_marker.location = rate
+            self.served_marker.visible = self.latency_marker.visible = cfg.arrival == "rate"
+            self._slo_lines()
+
+    def __panel__(self):
+        return self.pane
+
+
+__all__ = ["TrafficCurve", "rate_curve", "sweep_key"]
