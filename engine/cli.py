@@ -43,7 +43,8 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
     for s in SETTINGS.values():
         default = getattr(_DEFAULTS, s.name)
         if s.kind is bool:
-            p.add_argument(s.flag, action="store_true", help=s.help)
+            # --x / --no-x, as vLLM spells its switches (--enable-prefix-caching / --no-enable-prefix-caching).
+            p.add_argument(s.flag, action=argparse.BooleanOptionalAction, default=default, help=s.help)
         elif s.kind is str and s.choices and not callable(s.choices):
             p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
         else:

@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
-from engine.workload import Workload, generate_workload, load_workload
+from engine.workload import Workload, generate_workload, load_workload, share_prefixes
 from kernels.scheduler_core import cdiv
 
 GIB = 1 << 30
@@ -38,6 +38,10 @@ class RunConfig:
     # A workload file (CSV/JSON) or an in-memory Workload; None generates one from requests/spread/seed.
     workload: str | Workload | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
+    enable_prefix_caching: bool = False  # vLLM V1 turns it on; off here so the article's figures stay
+    system_prompt_len: int = 0  # generated workloads: tokens every prompt shares
+    samples_per_prompt: int = 1  # generated workloads: vLLM's n
+    turns: int = 1  # generated workloads: turns per conversation
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -84,7 +88,8 @@ class RunConfig:
             return self.workload
         if isinstance(self.workload, str):
             return load_workload(self.workload)
-        return generate_workload(self.requests, self.spread, self.seed)
+        return share_prefixes(generate_workload(self.requests, self.spread, self.seed), self.system_prompt_len,
+                              self.samples_per_prompt, self.turns)
 
     def replace(self, **changes: Any) -> "RunConfig":
         return replace(self, **changes)
@@ -106,6 +111,9 @@ def _validate(cfg: RunConfig) -> None:
             f"max_num_batched_tokens ({cfg.max_num_batched_tokens:,}) must be greater than or equal to "
             f"max_num_seqs ({cfg.max_num_seqs:,})"
         )
+    if (cfg.system_prompt_len > 0) + (cfg.samples_per_prompt > 1) + (cfg.turns > 1) > 1:
+        raise ConfigError("system_prompt_len, samples_per_prompt and turns do not combine (a generated request "
+                          "belongs to one prefix group); set at most one of them")
     if cfg.num_gpu_blocks < 2:
         raise ConfigError(
             f"pool_gib {cfg.pool_gib:g} holds {cfg.num_gpu_blocks} KV blocks of {cfg.block_size} tokens for "

@@ -55,7 +55,7 @@ def simulate(cfg: RunConfig) -> Trace:
     check_servable(cfg, workload)
     passes, seconds, events, tables = core.run_to_completion(
         scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
-        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES,
+        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, workload.dense_groups(), workload.prefix_len,
     )
     return trace_from_tables(cfg, workload, passes, seconds, events, tables)
 

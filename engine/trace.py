@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SUMMARY_KEYS = (
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
     "live_cache_fraction", "passes", "makespan_s", "finished_requests", "kv_cache_tokens", "max_concurrency",
-    "trace_digest",
+    "trace_digest", "prefix_cache_hit_tokens", "prefix_cache_hit_rate",
 )
 
 
@@ -67,7 +67,7 @@ class Trace:
     workload: Workload
     passes: np.ndarray  # int64 [passes, fields]: read it through the named properties below
     pass_duration: np.ndarray  # seconds, float64 [passes]
-    events: np.ndarray  # int64 [events, 3]: (pass, request, Event)
+    events: np.ndarray  # int64 [events, 4]: (pass, request, Event, tokens from the prefix cache for ADMIT/RESUME)
     requests: np.ndarray  # int64 [requests, fields]: the final per-request table, read through properties
     digest: str
     measured: bool = False  # True when durations were read off a GPU
@@ -95,6 +95,10 @@ class Trace:
     held_slots = _pass_column(core.PASS_HELD_SLOTS, "token slots handed out (blocks x block size) or reserved")
     output_per_pass = _pass_column(core.PASS_OUTPUT, "output tokens sampled in each pass")
     preempted_per_pass = _pass_column(core.PASS_PREEMPTED, "requests evicted in each pass")
+    cached_per_pass = _pass_column(core.PASS_CACHED, "tokens admissions took from the prefix cache in each pass")
+    lookup_queries = _pass_column(core.PASS_LOOKUP_QUERIES, "tokens looked up in the prefix cache in each pass "
+                                                            "(every lookup, admitted or not, as vLLM counts them)")
+    lookup_hits = _pass_column(core.PASS_LOOKUP_HITS, "of those, tokens found")
 
     @property
     def kv_usage(self) -> np.ndarray:
@@ -111,6 +115,14 @@ class Trace:
             out[p].append(r)
         return out
 
+    def admit_lists(self) -> list[list[list[int]]]:
+        """Per pass, [request, tokens from the prefix cache] for every admission (new or resumed), in order."""
+        out: list[list[list[int]]] = [[] for _ in range(self.num_passes)]
+        mask = (self.events[:, 2] == Event.ADMIT) | (self.events[:, 2] == Event.RESUME)
+        for p, r, _, cached in self.events[mask].tolist():
+            out[p].append([r, cached])
+        return out
+
     def events_of(self, kind: Event) -> np.ndarray:
         return self.events[self.events[:, 2] == kind]
 
@@ -119,6 +131,7 @@ class Trace:
     recomputed_per_request = _request_column(core.RECOMPUTED, "tokens each request computed again")
     recomputed_prompt_per_request = _request_column(core.RECOMPUTED_PROMPT, "of those, prompt tokens")
     generated_per_request = _request_column(core.GENERATED, "output tokens each request produced")
+    cache_hits_per_request = _request_column(core.CACHE_HITS, "tokens each request took from the prefix cache")
 
     @property
     def finished_per_request(self) -> np.ndarray:
@@ -166,6 +179,18 @@ class Trace:
             "kv_cache_tokens": kv_tokens,
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
+            **self._cache_summary(),
+        }
+
+    def _cache_summary(self) -> dict[str, Any]:
+        """Prefix-cache figures: tokens admissions were served from the cache (all, and on readmission), and
+        vLLM's hit rate: hits over tokens looked up, every lookup counted (its prefix_cache_hits/_queries)."""
+        resumed = self.events_of(Event.RESUME)
+        queries = int(self.lookup_queries.sum())
+        return {
+            "prefix_cache_hit_tokens": int(self.cached_per_pass.sum()),
+            "prefix_cache_readmission_hit_tokens": int(resumed[:, 3].sum()),
+            "prefix_cache_hit_rate": int(self.lookup_hits.sum()) / queries if queries else 0.0,
         }
 
     def schedule_json(self) -> dict[str, Any]:
@@ -174,6 +199,7 @@ class Trace:
             "n_seqs": self.n_seqs.tolist(),
             "n_tokens": self.n_tokens.tolist(),
             "preempted": self.preempted_lists(),
+            "admit": self.admit_lists(),
             "pass_start_s": self.pass_start.tolist(),
             "pass_duration_s": self.pass_duration.tolist(),
             "summary": self.summary(),
