@@ -167,6 +167,14 @@ class Scheduler:
         """The physical blocks `request` holds now, in order (empty when it holds none)."""
         return core.gather_tables(self._tables.req, self._tables.blocks, np.array([request]), 1)[0]
 
+    def block_ref_counts(self) -> np.ndarray:
+        """With prefix caching: each block id's reference count (how many requests hold it); else empty."""
+        if not self.config.enable_prefix_caching:
+            return np.zeros(0, dtype=np.int64)
+        state, size = self._tables.state, int(self._tables.state[core.RING_CAP]) + 1
+        at = int(state[core.CACHE_AT]) + core.R_REF
+        return self._tables.blocks[at:at + size * core.NUM_BLOCK_REGIONS:core.NUM_BLOCK_REGIONS].copy()
+
     def schedule(self) -> StepPlan:
         if self._pending is not None:
             raise RuntimeError("complete() the previous step before scheduling the next")

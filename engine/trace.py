@@ -67,13 +67,20 @@ class Trace:
     workload: Workload
     passes: np.ndarray  # int64 [passes, fields]: read it through the named properties below
     pass_duration: np.ndarray  # seconds, float64 [passes]
-    events: np.ndarray  # int64 [events, 4]: (pass, request, Event, tokens from the prefix cache for ADMIT/RESUME)
+    events: np.ndarray  # int64 [events, 3]: (pass, request, Event)
     requests: np.ndarray  # int64 [requests, fields]: the final per-request table, read through properties
     digest: str
     measured: bool = False  # True when durations were read off a GPU
     live: LiveStats | None = None  # what a live run measured besides the durations
+    # Per event, the tokens an ADMIT/RESUME was served from the prefix cache (0 for every other event).
+    event_cached: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.events.shape[1] > 3:  # the core's table carries the cached tokens as a fourth column
+            self.event_cached = self.events[:, 3].copy()
+            self.events = self.events[:, :3].copy()
+        if self.event_cached is None:
+            self.event_cached = np.zeros(len(self.events), dtype=np.int64)
         self.pass_start = np.concatenate(([0.0], np.cumsum(self.pass_duration)[:-1])) if len(self.pass_duration) else (
             np.zeros(0)
         )
@@ -119,7 +126,7 @@ class Trace:
         """Per pass, [request, tokens from the prefix cache] for every admission (new or resumed), in order."""
         out: list[list[list[int]]] = [[] for _ in range(self.num_passes)]
         mask = (self.events[:, 2] == Event.ADMIT) | (self.events[:, 2] == Event.RESUME)
-        for p, r, _, cached in self.events[mask].tolist():
+        for (p, r), cached in zip(self.events[mask, :2].tolist(), self.event_cached[mask].tolist()):
             out[p].append([r, cached])
         return out
 
@@ -185,11 +192,10 @@ class Trace:
     def _cache_summary(self) -> dict[str, Any]:
         """Prefix-cache figures: tokens admissions were served from the cache (all, and on readmission), and
         vLLM's hit rate: hits over tokens looked up, every lookup counted (its prefix_cache_hits/_queries)."""
-        resumed = self.events_of(Event.RESUME)
         queries = int(self.lookup_queries.sum())
         return {
             "prefix_cache_hit_tokens": int(self.cached_per_pass.sum()),
-            "prefix_cache_readmission_hit_tokens": int(resumed[:, 3].sum()),
+            "prefix_cache_readmission_hit_tokens": int(self.event_cached[self.events[:, 2] == Event.RESUME].sum()),
             "prefix_cache_hit_rate": int(self.lookup_hits.sum()) / queries if queries else 0.0,
         }
 

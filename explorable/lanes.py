@@ -83,7 +83,7 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
             states.append(state)
 
     lost = np.where(thrash, palette.THRASH, palette.LOST)
-    for p, r, kind in events[order, :3].tolist():
+    for p, r, kind in events[order].tolist():
         if kind == Event.ADMIT or kind == Event.RESUME:
             add(r, waiting_since[r], start[p], palette.WAITING)
             running_since[r] = start[p]

@@ -65,7 +65,7 @@ N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED, N_QUERIES, N_HITS = rang
 NUM_COUNTS = 9
 # Columns of the `events` table: (pass, request, kind, tokens served from the cache for an admit/resume).
 NUM_EVENT_FIELDS = 4
-# Regions of `blocks` after CACHE_AT, each one entry per block id (0..cap): reference count, content id
+# Entries of `blocks` after CACHE_AT, NUM_BLOCK_REGIONS per block id (0..cap): reference count, content id
 # (-1: no hash), free-list links, and links among blocks holding the same content (vLLM keeps every block of
 # one hash, first cached first); then per content id the first and last block holding it (0: none).
 (R_REF, R_HASH, R_FNEXT, R_FPREV, R_HNEXT, R_HPREV) = range(6)
@@ -137,15 +137,15 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
     state[CACHE_AT] = start
     contents = state[OWN_CIDS] + start - cap
     blocks = np.zeros(start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents, dtype=np.int64)
-    blocks[start + R_HASH * (cap + 1):start + (R_HASH + 1) * (cap + 1)] = -1
+    blocks[start + R_HASH:start + NUM_BLOCK_REGIONS * (cap + 1):NUM_BLOCK_REGIONS] = -1
     return req, state, queues, blocks
 
 
 # -- prefix caching: vLLM's BlockPool over the `blocks` regions --------------------------------------------
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _reg(state, region, b):
-    """Index in `blocks` of block b's entry in a caching region."""
-    return state[CACHE_AT] + region * (state[RING_CAP] + 1) + b
+    """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
+    return state[CACHE_AT] + b * NUM_BLOCK_REGIONS + region
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -343,6 +343,8 @@ def _preempt(params, req, state, queues, blocks, victim):
     if params[P_PREFIX_CACHING] == 0:
         req[victim, RECOMPUTED] += lost
         req[victim, RECOMPUTED_PROMPT] += lost if lost < req[victim, PROMPT] else req[victim, PROMPT]
+    elif lost > req[victim, MOST_COMPUTED]:
+        req[victim, MOST_COMPUTED] = lost
     if lost > req[victim, HIGH_WATER]:
         req[victim, HIGH_WATER] = lost
     req[victim, COMPUTED] = 0
@@ -397,8 +399,6 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
         if need > 0:
             free -= need
             _take_blocks(params, req, state, blocks, r, need)
-        if params[P_PREFIX_CACHING]:
-            _cache_full_blocks(params, req, state, blocks, r, computed + n)
         out[OUT_REQ, n_sched] = r
         out[OUT_NEW, n_sched] = n
         out[OUT_BEFORE, n_sched] = computed
@@ -414,6 +414,19 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     counts[N_SCHED] = n_sched
     counts[N_PRE] = n_pre
     return budget
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _cache_running(params, req, state, blocks, out, counts):
+    """Hash the blocks the running requests filled this pass, in schedule order, before anyone is admitted (so
+    an admission can hit them). Done after the running loop rather than in it: hashing neither takes nor frees
+    blocks, and the blocks it names are held, so nothing the loop decides depends on it."""
+    bs = params[P_BLOCK_SIZE]
+    for k in range(counts[N_SCHED]):
+        r = out[OUT_REQ, k]
+        done = out[OUT_BEFORE, k] + out[OUT_NEW, k]
+        if done >= (req[r, NUM_CACHED] + 1) * bs:
+            _cache_full_blocks(params, req, state, blocks, r, done)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -493,6 +506,8 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     if params[P_REQUEST_UNIT] == 1 and state[RUN_LEN] == 0 and state[WAIT_LEN] > 0:
         state[BATCH_OPEN] = 1
     budget = _schedule_running(params, req, state, queues, blocks, out, counts)
+    if params[P_PREFIX_CACHING]:
+        _cache_running(params, req, state, blocks, out, counts)
     counts[N_ADM] = 0
     counts[N_QUERIES] = 0
     counts[N_HITS] = 0
@@ -511,14 +526,12 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _count_recomputed(req, r, begin, end):
-    """Tokens [begin, end) were computed: those below the most r ever had computed are recomputed."""
+    """Tokens [begin, end) were computed below the most r ever had computed (MOST_COMPUTED, raised at each
+    preemption: computing only grows in between): those below it are recomputed."""
     most = req[r, MOST_COMPUTED]
-    if begin < most:
-        req[r, RECOMPUTED] += min(end, most) - begin
-        if begin < req[r, PROMPT]:
-            req[r, RECOMPUTED_PROMPT] += min(end, most, req[r, PROMPT]) - begin
-    if end > most:
-        req[r, MOST_COMPUTED] = end
+    req[r, RECOMPUTED] += min(end, most) - begin
+    if begin < req[r, PROMPT]:
+        req[r, RECOMPUTED_PROMPT] += min(end, most, req[r, PROMPT]) - begin
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -532,9 +545,10 @@ def complete_step(params, req, state, queues, blocks, out, counts):
     n_cu = 0
     n_sampled = 0
     n_first = 0
+    caching = params[P_PREFIX_CACHING] != 0
     for k in range(counts[N_SCHED]):
         r = out[OUT_REQ, k]
-        if params[P_PREFIX_CACHING]:
+        if caching and out[OUT_BEFORE, k] < req[r, MOST_COMPUTED]:
             _count_recomputed(req, r, out[OUT_BEFORE, k], out[OUT_BEFORE, k] + out[OUT_NEW, k])
         if req[r, HIGH_WATER] > 0 and req[r, COMPUTED] >= req[r, HIGH_WATER]:
             out[OUT_CAUGHT_UP, n_cu] = r
