@@ -132,7 +132,10 @@ def test_prefix_caching_shares_pages_and_keeps_the_simulators_schedule():
     np.testing.assert_array_equal(live.passes, sim.passes)
     np.testing.assert_array_equal(live.events, sim.events)
     tokens = prompt_tokens(cfg, workload.prompt_len, 1000)
-    assert all(tokens[r][:32] == tokens[0][:32] for r in range(base.num_requests) if base.prompt_len[r] >= 32)
+    long = [r for r in range(base.num_requests) if base.prompt_len[r] >= 32]
+    assert len(long) > 2 and all(tokens[r][:32] == tokens[long[0]][:32] for r in long)
+    assert tokens[long[0]][32:] != tokens[long[1]][32:32 + len(tokens[long[0]]) - 32]  # the rest differs
+    assert tokens[0] == tokens[long[0]][:20]  # request 0's whole 20-token prompt is the shared prefix
     # Two requests admitted with a hit hold the same first page.
     sched = Scheduler(cfg)
     seen_shared = False
