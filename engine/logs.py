@@ -87,7 +87,7 @@ def prefix_caching_note(cfg: RunConfig) -> str:
     if cfg.enable_prefix_caching:
         return ("# prefix caching on (vLLM V1's default, no flag needed): full prompt blocks stay reusable after "
                 "their request lets go of them")
-    return ("# --no-enable-prefix-caching: vLLM V1 keeps full prompt blocks for reuse by default; these figures "
+    return ("# --no-enable-prefix-caching (vLLM V1 keeps full prompt blocks for reuse by default): these figures "
             "are for a server that does not")
 
 

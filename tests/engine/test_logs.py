@@ -56,7 +56,7 @@ def test_serve_command_says_whether_prefix_caching_is_on():
     off, on = RunConfig(), RunConfig(enable_prefix_caching=True)
     assert serve_command(off).endswith(" --no-enable-prefix-caching")
     assert "prefix-caching" not in serve_command(on)  # vLLM V1's default
-    assert prefix_caching_note(off).startswith("# --no-enable-prefix-caching: ")
+    assert prefix_caching_note(off).startswith("# --no-enable-prefix-caching (")
     assert "Prefix cache hit rate" not in periodic_log_line(simulate(off), 10.0)
     trace = simulate(RunConfig(enable_prefix_caching=True, system_prompt_len=1000))
     line = periodic_log_line(trace, trace.makespan_s)
