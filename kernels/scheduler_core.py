@@ -142,6 +142,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
 
 
 # -- prefix caching: vLLM's BlockPool over the `blocks` regions --------------------------------------------
+# The helpers called once per admission, release or filled block are compiled once, not inlined into every
+# caller: the hot loops stay small and a cold start compiles the caching code once.
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _reg(state, region, b):
     """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
@@ -232,7 +234,7 @@ def _cache_full_blocks(params, req, state, blocks, r, tokens):
         req[r, NUM_CACHED] = full
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _lookup(params, req, state, blocks, r, num_tokens):
     """vLLM's find_longest_cache_hit: r's leading blocks that some block holds now, at most num_tokens - 1
     tokens' worth. Writes the hits into r's (empty) table; returns (hit blocks, hits sitting in the free queue)."""
@@ -250,7 +252,7 @@ def _lookup(params, req, state, blocks, r, num_tokens):
     return hits, evictable
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _touch_hits(req, state, blocks, r, hits):
     """Take r's hit blocks (already in its table): one more reference each, out of the free queue if idle."""
     start = req[r, TABLE_START]
@@ -264,7 +266,7 @@ def _touch_hits(req, state, blocks, r, hits):
     req[r, NUM_CACHED] = hits
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _take_blocks_cached(params, req, state, blocks, r, count):
     """`count` blocks from the head of the free queue (never-used ids first), each dropping its old hash."""
     start = req[r, TABLE_START] + req[r, HELD]
@@ -281,7 +283,7 @@ def _take_blocks_cached(params, req, state, blocks, r, count):
     req[r, HELD] += count
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _release_blocks_cached(req, state, blocks, r):
     """vLLM's free: r's blocks last first, one reference fewer each; those left unreferenced go to the tail
     of the free queue with their hashes (so a request's prefix outlives its tail)."""
@@ -416,7 +418,7 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     return budget
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _cache_running(params, req, state, blocks, out, counts):
     """Hash the blocks the running requests filled this pass, in schedule order, before anyone is admitted (so
     an admission can hit them). Done after the running loop rather than in it: hashing neither takes nor frees
@@ -524,7 +526,7 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     state[DIGEST] = np.int64(h)
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def _count_recomputed(req, r, begin, end):
     """Tokens [begin, end) were computed below the most r ever had computed (MOST_COMPUTED, raised at each
     preemption: computing only grows in between): those below it are recomputed."""
