@@ -46,7 +46,8 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
         if s.name in _TRAFFIC_FLAGS:
             p.add_argument(s.flag, default=None, help=s.help, **_TRAFFIC_FLAGS[s.name])
         elif s.kind is bool:
-            p.add_argument(s.flag, action="store_true", help=s.help)
+            # --x / --no-x, as vLLM spells its switches (--enable-prefix-caching / --no-enable-prefix-caching).
+            p.add_argument(s.flag, action=argparse.BooleanOptionalAction, default=default, help=s.help)
         elif s.kind is str and s.choices and not callable(s.choices):
             p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
         else:

@@ -14,7 +14,7 @@ import numpy as np
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
 from engine.traffic import gamma_arrivals, parse_goodput
-from engine.workload import Workload, generate_workload, load_workload
+from engine.workload import Workload, generate_workload, load_workload, share_prefixes
 from kernels.scheduler_core import cdiv
 
 GIB = 1 << 30
@@ -43,6 +43,10 @@ class RunConfig:
     request_rate: float = 4.0  # read only with arrival="rate"
     burstiness: float = 1.0
     goodput: str | None = None  # SLO targets, "ttft:MS tpot:MS e2el:MS" (vLLM's --goodput)
+    enable_prefix_caching: bool = False  # vLLM V1 turns it on; off here so the article's figures stay
+    system_prompt_len: int = 0  # generated workloads: tokens every prompt shares
+    samples_per_prompt: int = 1  # generated workloads: vLLM's n
+    turns: int = 1  # generated workloads: turns per conversation
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -89,7 +93,8 @@ class RunConfig:
             return self.workload
         if isinstance(self.workload, str):
             return load_workload(self.workload)
-        return generate_workload(self.requests, self.spread, self.seed)
+        return share_prefixes(generate_workload(self.requests, self.spread, self.seed), self.system_prompt_len,
+                              self.samples_per_prompt, self.turns)
 
     def arrival_times(self, workload: Workload) -> np.ndarray:
         """Each request's arrival (s), float64; empty when all arrive at once (the core's fast case)."""
@@ -122,6 +127,9 @@ def _validate(cfg: RunConfig) -> None:
         )
     if cfg.goodput is not None:
         parse_goodput(cfg.goodput)
+    if (cfg.system_prompt_len > 0) + (cfg.samples_per_prompt > 1) + (cfg.turns > 1) > 1:
+        raise ConfigError("system_prompt_len, samples_per_prompt and turns do not combine (a generated request "
+                          "belongs to one prefix group); set at most one of them")
     if cfg.num_gpu_blocks < 2:
         raise ConfigError(
             f"pool_gib {cfg.pool_gib:g} holds {cfg.num_gpu_blocks} KV blocks of {cfg.block_size} tokens for "

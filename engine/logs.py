@@ -52,6 +52,8 @@ def serve_command(cfg: RunConfig) -> str:
         parts.append(f"--num-gpu-blocks-override {cfg.num_gpu_blocks_override}")
     if cfg.block_size != 16:
         parts.append(f"--block-size {cfg.block_size}")
+    if not cfg.enable_prefix_caching:  # vLLM V1 caches by default: these figures are for a server that does not
+        parts.append("--no-enable-prefix-caching")
     return "$ " + " ".join(parts)
 
 
@@ -77,6 +79,16 @@ def serve_command_notes(cfg: RunConfig) -> list[str]:
     if cfg.block_size != 16:
         notes.append(f"# --block-size {cfg.block_size}: tokens per KV cache block (vLLM's default is 16)")
     return notes
+
+
+def prefix_caching_note(cfg: RunConfig) -> str:
+    """The `# ...` line that explains the prefix-caching switch of `serve_command` (a flag without a value, so
+    it is explained apart from the valued flags `serve_command_notes` covers)."""
+    if cfg.enable_prefix_caching:
+        return ("# prefix caching on (vLLM V1's default, no flag needed): full prompt blocks stay reusable after "
+                "their request lets go of them")
+    return ("# --no-enable-prefix-caching (vLLM V1 keeps full prompt blocks for reuse by default): these figures "
+            "are for a server that does not")
 
 
 def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTERVAL_S,
@@ -105,7 +117,18 @@ def periodic_stats(trace: Trace, at_s: float, interval_s: float = LOG_STATS_INTE
         "waiting": int(trace.waiting[last]),
         "preemptions": int(trace.preempted_per_pass[in_window].sum()),
         "kv_usage": float(trace.kv_usage[last]),
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(trace, at_s),
     }
+
+
+def prefix_cache_hit_rate(trace: Trace, at_s: float) -> float | None:
+    """vLLM's "Prefix cache hit rate" at `at_s`: tokens found over tokens looked up, every lookup so far (vLLM
+    keeps the last 1,000 requests' lookups; these runs have no more). None with caching off or no lookup yet."""
+    if not trace.config.enable_prefix_caching:
+        return None
+    done = trace.pass_end <= at_s
+    queries = int(trace.lookup_queries[done].sum())
+    return int(trace.lookup_hits[done].sum()) / queries if queries else None
 
 
 def log_times(makespan_s: float, interval_s: float = LOG_STATS_INTERVAL_S) -> list[float]:
@@ -138,4 +161,6 @@ def periodic_log_line(trace: Trace, at_s: float, interval_s: float = LOG_STATS_I
     if s["preemptions"] > 0:
         parts.append(f"Preemptions: {s['preemptions']}")
     parts.append(f"GPU KV cache usage: {100 * s['kv_usage']:.1f}%")
+    if s.get("prefix_cache_hit_rate") is not None:
+        parts.append(f"Prefix cache hit rate: {100 * s['prefix_cache_hit_rate']:.1f}%")
     return "INFO [loggers.py] Engine 000: " + ", ".join(parts)

@@ -38,6 +38,7 @@ class StepPlan:
     preempted: np.ndarray  # victims, in eviction order
     admitted: np.ndarray  # newly admitted or resumed request ids, in admission order
     resumed: np.ndarray  # bool per admitted id: readmitted after a preemption
+    cached: np.ndarray  # per admitted id: tokens it starts with from the prefix cache (its blocks' first ones)
     block_tables: np.ndarray  # int64 [seqs, width]: each one's physical blocks in order, padded with block 0
     num_blocks: np.ndarray  # how many blocks of its row each holds
 
@@ -76,7 +77,8 @@ class Tables(NamedTuple):
 
 
 def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
-    """The core's settings vector; block_ids=False counts blocks without naming them (the fast path)."""
+    """The core's settings vector; block_ids=False counts blocks without naming them (the fast path, not
+    available with prefix caching: a hit is a particular block)."""
     params = np.zeros(core.NUM_PARAMS, dtype=np.int64)
     params[core.P_MAX_NUM_SEQS] = cfg.max_num_seqs
     params[core.P_TOKEN_BUDGET] = cfg.max_num_batched_tokens
@@ -85,8 +87,15 @@ def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
     params[core.P_RESERVE] = cfg.allocation == "reserve"
     params[core.P_REQUEST_UNIT] = cfg.unit == "request"
     params[core.P_FULL_ISL] = bool(cfg.scheduler_reserve_full_isl)
-    params[core.P_BLOCK_IDS] = block_ids
+    params[core.P_BLOCK_IDS] = block_ids or cfg.enable_prefix_caching
+    params[core.P_PREFIX_CACHING] = cfg.enable_prefix_caching
     return params
+
+
+def new_tables(params: np.ndarray, cfg: RunConfig, workload: Workload) -> tuple:
+    """The core's fresh tables for `workload` (prefix groups renumbered as the core counts them)."""
+    return core.new_tables(params, workload.prompt_len, workload.output_len, reserve_tokens(cfg, workload),
+                           workload.dense_groups(), workload.prefix_len)
 
 
 def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
@@ -119,8 +128,7 @@ class Scheduler:
         self.workload = workload if workload is not None else cfg.build_workload()
         check_servable(cfg, self.workload)
         self.params = scheduler_params(cfg)
-        self._tables = Tables(*core.new_tables(self.params, self.workload.prompt_len, self.workload.output_len,
-                                               reserve_tokens(cfg, self.workload)))
+        self._tables = Tables(*new_tables(self.params, cfg, self.workload))
         self.arrivals = cfg.arrival_times(self.workload)  # empty: all queued now
         if len(self.arrivals):
             core.hold_arrivals(self._tables.state)
@@ -132,7 +140,7 @@ class Scheduler:
         self._seconds = np.zeros(64, dtype=np.float64)
         self._starts = np.zeros(64, dtype=np.float64)
         self._samples: list[np.ndarray] = []  # per pass, the requests that sampled a token
-        self._events = np.zeros((8 * n + 16, 3), dtype=np.int64)
+        self._events = np.zeros((8 * n + 16, core.NUM_EVENT_FIELDS), dtype=np.int64)
         self._num_events = 0
         self._pending: StepPlan | None = None
         self.num_passes = 0
@@ -173,6 +181,14 @@ class Scheduler:
         self.now = float(core.add_arrivals(self.arrivals, self._tables.state, self._tables.queues, now))
         return self.now
 
+    def block_ref_counts(self) -> np.ndarray:
+        """With prefix caching: each block id's reference count (how many requests hold it); else empty."""
+        if not self.config.enable_prefix_caching:
+            return np.zeros(0, dtype=np.int64)
+        state, size = self._tables.state, int(self._tables.state[core.RING_CAP]) + 1
+        at = int(state[core.CACHE_AT]) + core.R_REF
+        return self._tables.blocks[at:at + size * core.NUM_BLOCK_REGIONS:core.NUM_BLOCK_REGIONS].copy()
+
     def schedule(self) -> StepPlan:
         if self._pending is not None:
             raise RuntimeError("complete() the previous step before scheduling the next")
@@ -190,7 +206,7 @@ class Scheduler:
             index=p, request_ids=ids, new_tokens=o[core.OUT_NEW, :n_sched].copy(),
             computed_before=o[core.OUT_BEFORE, :n_sched].copy(), samples=o[core.OUT_SAMPLE, :n_sched].astype(bool),
             preempted=o[core.OUT_PRE, :c[core.N_PRE]].copy(), admitted=o[core.OUT_ADM, :n_adm].copy(),
-            resumed=o[core.OUT_RESUMED, :n_adm].astype(bool),
+            resumed=o[core.OUT_RESUMED, :n_adm].astype(bool), cached=o[core.OUT_CACHED, :n_adm].copy(),
             block_tables=core.gather_tables(self._tables.req, self._tables.blocks, ids, n_sched),
             num_blocks=self._tables.req[ids, core.HELD],
         )

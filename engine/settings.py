@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine.presets import GPUS, MODELS
-from engine.workload import MAX_WORKLOAD_REQUESTS, Workload
+from engine.workload import MAX_REQUEST_TOKENS, MAX_WORKLOAD_REQUESTS, Workload
 
 ALLOCATIONS = ("on-demand", "reserve")
 ARRIVALS = ("all-at-once", "rate", "workload")
@@ -160,6 +160,24 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("goodput", str, "SLO targets",
             "vllm bench serve --goodput: SLO targets, e.g. ttft:500 tpot:50 e2el:10000 (ms); goodput counts the "
             "requests per second that meet every one (default: none)", optional=True),
-    Setting("workload", str, "workload file", "CSV (header prompt_len,output_len) or JSON workload file, at most "
+    Setting("enable_prefix_caching", bool, "prefix caching (vLLM V1's default)",
+            "vLLM --enable-prefix-caching: reuse the KV blocks of prompt prefixes already computed (full blocks, "
+            "looked up at admission; off by default here so the article's figures hold)",
+            "Keeps every full block's KV under a hash of its tokens after its request lets go of it, until the "
+            "block is reused: a request whose prompt starts the same way (a shared system prompt, or its own "
+            "prompt after a preemption) starts from those blocks instead of computing them."),
+    Setting("system_prompt_len", int, "shared system prompt (tokens)",
+            "tokens every generated prompt starts with in common, a system prompt (prompt lengths unchanged; "
+            "ignored with --workload)",
+            "The same opening tokens in every prompt. Only prefix caching can tell: without it each request computes "
+            "them again.", 0, MAX_REQUEST_TOKENS, ui=(0, 4096, 64)),
+    Setting("samples_per_prompt", int, "samples per prompt (n)",
+            "vLLM's n: consecutive generated requests in runs of this many share one whole prompt "
+            "(ignored with --workload)", lo=1, hi=MAX_WORKLOAD_REQUESTS),
+    Setting("turns", int, "conversation turns",
+            "generated requests form conversations of this many turns, each turn's prompt extending the previous "
+            "one's prompt and answer (ignored with --workload)", lo=1, hi=64, ui=(1, 8, 1)),
+    Setting("workload", str, "workload file", "CSV (header prompt_len,output_len[,prefix_group,prefix_len]) or JSON "
+            "workload file, at most "
             "1 MiB and 4096 requests (default: generated from --requests, --spread, --seed)", optional=True),
 )}

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 SUMMARY_KEYS = (
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
     "live_cache_fraction", "passes", "makespan_s", "finished_requests", "kv_cache_tokens", "max_concurrency",
-    "trace_digest", *LATENCY_KEYS,
+    "trace_digest", "prefix_cache_hit_tokens", "prefix_cache_hit_rate", *LATENCY_KEYS,
 )
 
 
@@ -76,8 +76,15 @@ class Trace:
     starts: np.ndarray | None = None  # each pass's start (s); None: back to back from 0 s
     samples: np.ndarray | None = None  # int64 [output tokens, 2]: (pass, request) of each token, as produced
     arrivals: np.ndarray | None = None  # each request's arrival (s); None or empty: all at 0 s
+    # Per event, the tokens an ADMIT/RESUME was served from the prefix cache (0 for every other event).
+    event_cached: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.events.shape[1] > 3:  # the core's table carries the cached tokens as a fourth column
+            self.event_cached = self.events[:, 3].copy()
+            self.events = self.events[:, :3].copy()
+        if self.event_cached is None:
+            self.event_cached = np.zeros(len(self.events), dtype=np.int64)
         if self.starts is not None:
             self.pass_start = np.asarray(self.starts, dtype=np.float64)
         else:
@@ -105,6 +112,10 @@ class Trace:
     held_slots = _pass_column(core.PASS_HELD_SLOTS, "token slots handed out (blocks x block size) or reserved")
     output_per_pass = _pass_column(core.PASS_OUTPUT, "output tokens sampled in each pass")
     preempted_per_pass = _pass_column(core.PASS_PREEMPTED, "requests evicted in each pass")
+    cached_per_pass = _pass_column(core.PASS_CACHED, "tokens admissions took from the prefix cache in each pass")
+    lookup_queries = _pass_column(core.PASS_LOOKUP_QUERIES, "tokens looked up in the prefix cache in each pass "
+                                                            "(every lookup, admitted or not, as vLLM counts them)")
+    lookup_hits = _pass_column(core.PASS_LOOKUP_HITS, "of those, tokens found")
 
     @property
     def kv_usage(self) -> np.ndarray:
@@ -121,6 +132,14 @@ class Trace:
             out[p].append(r)
         return out
 
+    def admit_lists(self) -> list[list[list[int]]]:
+        """Per pass, [request, tokens from the prefix cache] for every admission (new or resumed), in order."""
+        out: list[list[list[int]]] = [[] for _ in range(self.num_passes)]
+        mask = (self.events[:, 2] == Event.ADMIT) | (self.events[:, 2] == Event.RESUME)
+        for (p, r), cached in zip(self.events[mask, :2].tolist(), self.event_cached[mask].tolist()):
+            out[p].append([r, cached])
+        return out
+
     def events_of(self, kind: Event) -> np.ndarray:
         return self.events[self.events[:, 2] == kind]
 
@@ -129,6 +148,7 @@ class Trace:
     recomputed_per_request = _request_column(core.RECOMPUTED, "tokens each request computed again")
     recomputed_prompt_per_request = _request_column(core.RECOMPUTED_PROMPT, "of those, prompt tokens")
     generated_per_request = _request_column(core.GENERATED, "output tokens each request produced")
+    cache_hits_per_request = _request_column(core.CACHE_HITS, "tokens each request took from the prefix cache")
 
     @property
     def finished_per_request(self) -> np.ndarray:
@@ -188,7 +208,18 @@ class Trace:
             "kv_cache_tokens": kv_tokens,
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
+            **self._cache_summary(),
             **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.samples is not None else {}),
+        }
+
+    def _cache_summary(self) -> dict[str, Any]:
+        """Prefix-cache figures: tokens admissions were served from the cache (all, and on readmission), and
+        vLLM's hit rate: hits over tokens looked up, every lookup counted (its prefix_cache_hits/_queries)."""
+        queries = int(self.lookup_queries.sum())
+        return {
+            "prefix_cache_hit_tokens": int(self.cached_per_pass.sum()),
+            "prefix_cache_readmission_hit_tokens": int(self.event_cached[self.events[:, 2] == Event.RESUME].sum()),
+            "prefix_cache_hit_rate": int(self.lookup_hits.sum()) / queries if queries else 0.0,
         }
 
     def schedule_json(self) -> dict[str, Any]:
@@ -197,15 +228,19 @@ class Trace:
             "n_seqs": self.n_seqs.tolist(),
             "n_tokens": self.n_tokens.tolist(),
             "preempted": self.preempted_lists(),
+            "admit": self.admit_lists(),
             "pass_start_s": self.pass_start.tolist(),
             "t_start_s": self.pass_start.tolist(),  # the same times under the name replays read
             "pass_duration_s": self.pass_duration.tolist(),
             "arrival_s": self.arrival_s.tolist(),
             "workload": {"prompt_len": self.workload.prompt_len.tolist(),
-                         "output_len": self.workload.output_len.tolist(), "arrival_s": self.arrival_s.tolist()},
+                         "output_len": self.workload.output_len.tolist(), "arrival_s": self.arrival_s.tolist(),
+                         "prefix_group": self.workload.prefix_group.tolist(),
+                         "prefix_len": self.workload.prefix_len.tolist()},
             "max_num_seqs": self.config.max_num_seqs, "max_num_batched_tokens": self.config.max_num_batched_tokens,
             "block_size": self.config.block_size, "num_gpu_blocks": self.config.num_gpu_blocks,
             "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,
+            "enable_prefix_caching": self.config.enable_prefix_caching,
             "summary": self.summary(),
         }
 

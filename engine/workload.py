@@ -40,19 +40,22 @@ class WorkloadError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests in arrival (= id) order: all queued at t = 0, or at the times a file gave (`arrival_s`)."""
+    """Requests in arrival (= id) order: all queued at t = 0, or at the times a file gave (`arrival_s`).
+
+    Shared prompt prefixes (what prefix caching can reuse): two requests in the same `prefix_group` (>= 0)
+    share exactly their first min(prefix_len_i, prefix_len_j) prompt tokens; group -1 shares nothing, and
+    generated tokens are never shared. Omitted, no request shares anything.
+    """
 
     prompt_len: np.ndarray  # int64
     output_len: np.ndarray  # int64
     arrival_s: np.ndarray | None = None  # float64 seconds, nondecreasing; None: all at once
+    prefix_group: np.ndarray | None = None  # int64, -1 for none
+    prefix_len: np.ndarray | None = None  # int64, 0 where the group is -1
 
     def __post_init__(self) -> None:
         prompt = np.ascontiguousarray(self.prompt_len, dtype=np.int64)
         output = np.ascontiguousarray(self.output_len, dtype=np.int64)
-        prompt.setflags(write=False)
-        output.setflags(write=False)
-        object.__setattr__(self, "prompt_len", prompt)
-        object.__setattr__(self, "output_len", output)
         if self.arrival_s is not None:
             arrival = np.ascontiguousarray(self.arrival_s, dtype=np.float64)
             if arrival.shape != prompt.shape or not np.isfinite(arrival).all() or (arrival < 0).any() \
@@ -60,6 +63,31 @@ class Workload:
                 raise WorkloadError("arrival_s must be one finite time >= 0 per request, in nondecreasing order")
             arrival.setflags(write=False)
             object.__setattr__(self, "arrival_s", arrival)
+        group = np.full(prompt.shape, -1, dtype=np.int64) if self.prefix_group is None else (
+            np.ascontiguousarray(self.prefix_group, dtype=np.int64))
+        shared = np.zeros(prompt.shape, dtype=np.int64) if self.prefix_len is None else (
+            np.ascontiguousarray(self.prefix_len, dtype=np.int64))
+        if group.shape != prompt.shape or shared.shape != prompt.shape:
+            raise WorkloadError("prefix_group and prefix_len need one entry per request")
+        shared = np.where(group >= 0, shared, 0)
+        for name, a in (("prompt", prompt), ("output", output), ("group", group), ("shared", shared)):
+            a.setflags(write=False)
+            object.__setattr__(self, {"prompt": "prompt_len", "output": "output_len", "group": "prefix_group",
+                                      "shared": "prefix_len"}[name], a)
+
+    @property
+    def has_shared_prefixes(self) -> bool:
+        return bool((self.prefix_len > 0).any())
+
+    def dense_groups(self) -> np.ndarray:
+        """prefix_group renumbered 0, 1, ... (-1 stays): the scheduler core's numbering."""
+        group = self.prefix_group
+        if group.size == 0 or group.max() < 0:
+            return group
+        out = np.full(group.shape, -1, dtype=np.int64)
+        member = group >= 0
+        out[member] = np.unique(group[member], return_inverse=True)[1]
+        return out
 
     @property
     def num_requests(self) -> int:
@@ -118,7 +146,63 @@ def generate_workload(num_requests: int = 256, spread: float = 16.0, seed: int =
     return Workload(prompt, output)
 
 
-def _validate_lengths(prompt: list, output: list, source: str, arrival: list | None = None) -> Workload:
+def share_prefixes(base: Workload, system_prompt_len: int = 0, samples: int = 1, turns: int = 1) -> Workload:
+    """A generated workload given shared prefixes; the defaults (0, 1, 1) return `base` itself.
+
+    - system prompt: every prompt starts with the same `system_prompt_len` tokens (lengths unchanged, so caching
+      off runs exactly the same work);
+    - samples: each run of `samples` consecutive requests is one prompt sampled that many times (vLLM's n):
+      they take the first one's prompt length and share all of it;
+    - turns: requests form conversations of `turns` turns, all queued at once turn by turn (conversation
+      c's turn t is request t x conversations + c); a later turn's prompt is the previous turn's prompt, its
+      answer and a new user message a quarter of a first prompt's length, and shares the previous prompt.
+    One prefix group per request is all the format states, so these idioms do not combine.
+    """
+    if system_prompt_len == 0 and samples == 1 and turns == 1:
+        return base
+    if (system_prompt_len > 0) + (samples > 1) + (turns > 1) > 1:
+        raise WorkloadError("a shared system prompt, several samples per prompt and multi-turn conversations "
+                            "do not combine (a request belongs to one prefix group); choose one")
+    n = base.num_requests
+    prompt, output = base.prompt_len.copy(), base.output_len.copy()
+    if system_prompt_len > 0:
+        return Workload(prompt, output, prefix_group=np.zeros(n, dtype=np.int64),
+                        prefix_len=np.minimum(prompt, system_prompt_len))
+    if samples > 1:
+        group = np.arange(n, dtype=np.int64) // samples
+        prompt = prompt[group * samples]
+        return Workload(prompt, output, prefix_group=group, prefix_len=prompt.copy())
+    conversations = -(-n // turns)
+    for i in range(conversations, n):
+        before = i - conversations
+        prompt[i] = prompt[before] + output[before] + max(1, int(base.prompt_len[i]) // 4)
+    return Workload(prompt, output, prefix_group=np.arange(n, dtype=np.int64) % conversations,
+                    prefix_len=prompt.copy())
+
+
+def _validate_prefixes(prompt: list, group: list, shared: list, source: str) -> tuple[list[int], list[int]]:
+    """prefix_group (>= -1) and prefix_len (0..prompt_len; 0 with group -1), as integers."""
+    for name, values in (("prefix_group", group), ("prefix_len", shared)):
+        if len(values) != len(prompt):
+            raise WorkloadError(f"{source}: {name} has {len(values)} entries but prompt_len has {len(prompt)}")
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
+                isinstance(v, float) and v.is_integer()
+            ):
+                raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
+    groups, lens = [int(v) for v in group], [int(v) for v in shared]
+    for i, (g, n) in enumerate(zip(groups, lens)):
+        if not -1 <= g <= MAX_REQUEST_TOKENS:
+            raise WorkloadError(f"{source}: prefix_group[{i}] = {g} is outside -1..{MAX_REQUEST_TOKENS:,}")
+        top = int(prompt[i]) if g >= 0 else 0
+        if not 0 <= n <= top:
+            raise WorkloadError(f"{source}: prefix_len[{i}] = {n} is outside 0..{top:,} "
+                                f"({'its prompt_len' if g >= 0 else 'prefix_group is -1'})")
+    return groups, lens
+
+
+def _validate_lengths(prompt: list, output: list, source: str, arrival: list | None = None,
+                      group: list | None = None, shared: list | None = None) -> Workload:
     if len(prompt) != len(output):
         raise WorkloadError(f"{source}: prompt_len has {len(prompt)} entries but output_len has {len(output)}")
     if not prompt:
@@ -134,22 +218,27 @@ def _validate_lengths(prompt: list, output: list, source: str, arrival: list | N
             if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
                 raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
     prompt_arr, output_arr = np.array([int(v) for v in prompt]), np.array([int(v) for v in output])
+    if (group is None) != (shared is None):
+        raise WorkloadError(f"{source}: prefix_group and prefix_len go together; one of them is missing")
+    groups, lens = (None, None) if group is None else (np.array(v) for v in _validate_prefixes(prompt, group,
+                                                                                                shared, source))
     if arrival is None:
-        return Workload(prompt_arr, output_arr)
-    return _timed_workload(prompt_arr, output_arr, arrival, source)
+        return Workload(prompt_arr, output_arr, prefix_group=groups, prefix_len=lens)
+    return _timed_workload(Workload(prompt_arr, output_arr, prefix_group=groups, prefix_len=lens), arrival, source)
 
 
-def _timed_workload(prompt: np.ndarray, output: np.ndarray, arrival: list, source: str) -> Workload:
+def _timed_workload(untimed: Workload, arrival: list, source: str) -> Workload:
     """Requests renumbered in arrival order (ties keep file order), times relative to the first arrival."""
-    if len(arrival) != len(prompt):
-        raise WorkloadError(f"{source}: arrival_s has {len(arrival)} entries but prompt_len has {len(prompt)}")
+    if len(arrival) != untimed.num_requests:
+        raise WorkloadError(f"{source}: arrival_s has {len(arrival)} entries but prompt_len has "
+                            f"{untimed.num_requests}")
     for i, v in enumerate(arrival):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise WorkloadError(f"{source}: arrival_s[{i}] = {_short(v)} is not a time in seconds >= 0")
     times = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(times, kind="stable")
-    times = times[order] - times[order[0]]
-    return Workload(prompt[order], output[order], times)
+    return Workload(untimed.prompt_len[order], untimed.output_len[order], times[order] - times[order[0]],
+                    untimed.prefix_group[order], untimed.prefix_len[order])
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -202,11 +291,13 @@ def parse_workload(text: str, source: str = "workload") -> Workload:
         if not isinstance(obj, dict) or "prompt_len" not in obj or "output_len" not in obj:
             raise WorkloadError(f'{source}: expected a JSON object with "prompt_len" and "output_len" lists')
         prompt, output, arrival = obj["prompt_len"], obj["output_len"], obj.get("arrival_s")
-        if not isinstance(prompt, list) or not isinstance(output, list):
-            raise WorkloadError(f'{source}: "prompt_len" and "output_len" must be lists of integers')
+        group, shared = obj.get("prefix_group"), obj.get("prefix_len")
+        if not all(isinstance(v, list) for v in (prompt, output, group or [], shared or [])):
+            raise WorkloadError(f'{source}: "prompt_len", "output_len" (and "prefix_group", "prefix_len") must be '
+                                'lists of integers')
         if arrival is not None and not isinstance(arrival, list):
             raise WorkloadError(f'{source}: "arrival_s" must be a list of times in seconds')
-        return _validate_lengths(prompt, output, source, arrival)
+        return _validate_lengths(prompt, output, source, arrival, group, shared)
     try:
         return _parse_csv(text, source)
     except csv.Error as exc:  # a NUL byte, a field past csv's size limit
@@ -214,22 +305,29 @@ def parse_workload(text: str, source: str = "workload") -> Workload:
 
 
 EPOCH = datetime(1970, 1, 1)
-# Accepted CSV layouts: header -> (prompt column, output column, arrival column or None).
+# Accepted CSV layouts: header -> (prompt column, output column, arrival column or None); any of the first
+# three may add prefix_group,prefix_len (shared prompt prefixes).
 CSV_LAYOUTS = {
     ("prompt_len", "output_len"): ("prompt_len", "output_len", None),
     ("prompt_len", "output_len", "arrival_s"): ("prompt_len", "output_len", "arrival_s"),
     # The public LLM-inference trace layout (Azure's): wall-clock timestamps, made relative to the first.
     ("TIMESTAMP", "ContextTokens", "GeneratedTokens"): ("ContextTokens", "GeneratedTokens", "TIMESTAMP"),
 }
+PREFIX_COLUMNS = ("prefix_group", "prefix_len")
 
 
-def _csv_layout(header: list[str], source: str) -> tuple[list[int], int | None]:
-    """Column indices of (prompt, output) and of the arrival time (None when the file has none)."""
+def _csv_layout(header: list[str], source: str) -> tuple[list[int], int | None, list[int] | None]:
+    """Column indices of (prompt, output), of the arrival time (None when the file has none) and of
+    (prefix_group, prefix_len) (None when the file has none)."""
+    prefix = all(c in header for c in PREFIX_COLUMNS)
+    rest = [c for c in header if c not in PREFIX_COLUMNS] if prefix else header
     for names, (prompt, output, arrival) in CSV_LAYOUTS.items():
-        if sorted(header) == sorted(names):
-            return [header.index(prompt), header.index(output)], None if arrival is None else header.index(arrival)
-    raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len' (optionally with 'arrival_s') or "
-                        f"'TIMESTAMP,ContextTokens,GeneratedTokens'; got {_short(','.join(header))}")
+        if sorted(rest) == sorted(names):
+            return ([header.index(prompt), header.index(output)], None if arrival is None else header.index(arrival),
+                    [header.index(c) for c in PREFIX_COLUMNS] if prefix else None)
+    raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len' (optionally with 'arrival_s' and/or "
+                        f"'prefix_group,prefix_len') or 'TIMESTAMP,ContextTokens,GeneratedTokens'; got "
+                        f"{_short(','.join(header))}")
 
 
 def _time_cell(cell: str, timestamp: bool) -> float:
@@ -244,27 +342,33 @@ def _time_cell(cell: str, timestamp: bool) -> float:
 
 def _parse_csv(text: str, source: str) -> Workload:
     header: list[str] | None = None
-    prompt, output, times = [], [], []
+    prompt, output, times, group, shared = [], [], [], [], []
     cols: list[int] = []
     at: int | None = None
+    pcols: list[int] | None = None
     for line_no, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not any(cell.strip() for cell in row):
             continue
         if header is None:
             header = [c.strip() for c in row]
-            cols, at = _csv_layout(header, source)
+            cols, at, pcols = _csv_layout(header, source)
             continue
         if len(prompt) >= MAX_WORKLOAD_REQUESTS:  # checked while reading: never builds a huge list
             raise WorkloadError(f"{source}: more than {MAX_WORKLOAD_REQUESTS} requests; "
                                 f"at most {MAX_WORKLOAD_REQUESTS} are allowed")
         if len(row) != len(header):
             raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected {len(header)}")
-        cells = [row[i].strip() for i in cols]
-        if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in cells):
-            raise WorkloadError(f"{source}: line {line_no} is not two integers (token counts): "
-                                f"{_short(','.join(row))}")
+        cells = [row[i].strip() for i in cols + (pcols or [])]
+        # prefix_group may be -1 (no group); every other count is a plain non-negative integer.
+        digits = [c[1:] if k == 2 and c.startswith("-") else c for k, c in enumerate(cells)]
+        if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in digits):
+            raise WorkloadError(f"{source}: line {line_no} is not {len(cells)} integers (token counts"
+                                f"{', prefix group and length' if pcols else ''}): {_short(','.join(row))}")
         prompt.append(int(cells[0]))
         output.append(int(cells[1]))
+        if pcols:
+            group.append(int(cells[2]))
+            shared.append(int(cells[3]))
         if at is not None:
             try:
                 times.append(_time_cell(row[at].strip(), header[at] == "TIMESTAMP"))
@@ -273,7 +377,8 @@ def _parse_csv(text: str, source: str) -> Workload:
                                     "time (seconds >= 0, or a date and time)") from None
     if header is None:
         raise WorkloadError(f"{source}: empty file")
-    return _validate_lengths(prompt, output, source, times if at is not None else None)
+    return _validate_lengths(prompt, output, source, times if at is not None else None, group if pcols else None,
+                             shared if pcols else None)
 
 
 def load_workload(path: str | Path) -> Workload:

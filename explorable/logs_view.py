@@ -11,8 +11,8 @@ import param
 
 from engine import Trace
 from engine.config import pool_beyond_gpu
-from engine.logs import (periodic_log, periodic_stats, serve_command, serve_command_notes, startup_error,
-                         startup_log_line)
+from engine.logs import (periodic_log, periodic_stats, prefix_caching_note, serve_command, serve_command_notes,
+                         startup_error, startup_log_line)
 from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
 from explorable import runs
 from explorable.assets import stylesheet
@@ -82,7 +82,7 @@ def log_html(trace: Trace) -> str:
     """The terminal's HTML for a run: command, notes, log lines and the reading (shared by every session)."""
     cfg = trace.config
     command = serve_command(cfg)
-    notes = serve_command_notes(cfg)
+    notes = serve_command_notes(cfg) + [prefix_caching_note(cfg)]
     if cfg.allocation == "reserve" or cfg.unit == "request":
         modes = [f"{label} is {PRODUCTION_NAMES[value]}" for label, value in
                  (("reserving up front", cfg.allocation), ("the per-request unit", cfg.unit))

@@ -15,31 +15,41 @@ from kernels import CACHE_COMPILED  # numba's cache, or none where nothing is wr
 
 # Per-request columns of the `req` table.
 (PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT,
- TABLE_START) = range(12)
-NUM_REQ_FIELDS = 12
+ TABLE_START, GROUP_BASE, PREFIX_LEN, NUM_CACHED, MOST_COMPUTED, CACHE_HITS) = range(17)
+NUM_REQ_FIELDS = 17
+# Prefix caching: GROUP_BASE is the content id of block 0 of the request's prefix group (-1: none), PREFIX_LEN
+# how many leading prompt tokens it shares with its group, NUM_CACHED how many of its blocks carry a hash,
+# MOST_COMPUTED the most tokens it ever had computed (below it, computing is recomputing), CACHE_HITS the
+# tokens it was served from the cache over all its admissions.
 # Request status (vLLM's RequestStatus, reduced to what the scheduler reads).
 WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 
 # Scalars of the mutable `state` vector. The free block queue is vLLM's: never-used ids in order
 # (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
 (FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
- NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, ARRIVED) = range(14)
-NUM_STATE_FIELDS = 14  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+ NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, FREE_HEAD, FREE_TAIL, CACHE_AT, OWN_CIDS, HIT_TOKENS, LOOKUP_QUERIES,
+ LOOKUP_HITS, ARRIVED) = range(21)
+NUM_STATE_FIELDS = 21  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 # ARRIVED: requests (in id = arrival order) added to waiting so far; new_tables adds them all at t = 0.
+# With prefix caching the freed part of the free queue is a doubly linked list (a hit takes a block out of its
+# middle): FREE_HEAD/FREE_TAIL (0 = empty; block 0 is never free). CACHE_AT: where the caching regions start
+# in `blocks`; OWN_CIDS: first content id that belongs to one request alone (those below are prefix groups').
+# HIT_TOKENS: tokens served from the cache at admissions; LOOKUP_*: every lookup, as vLLM's counters count.
 
 # Settings vector `params`.
 # P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
 (P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL,
- P_BLOCK_IDS) = range(8)
-NUM_PARAMS = 8
+ P_BLOCK_IDS, P_PREFIX_CACHING) = range(9)
+NUM_PARAMS = 9  # P_PREFIX_CACHING needs P_BLOCK_IDS (a hit is a particular block)
 
 # Per-request events (end_pass is the one place that says in which order a pass emits them).
 EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range(6)
 
 # Per-pass columns of the pass table.
 (PASS_SEQS, PASS_TOKENS, PASS_PREFILL, PASS_BLOCKS, PASS_PREEMPTED, PASS_RUNNING, PASS_WAITING,
- PASS_LIVE_TOKENS, PASS_HELD_SLOTS, PASS_RESERVED, PASS_OUTPUT) = range(11)
-NUM_PASS_FIELDS = 11
+ PASS_LIVE_TOKENS, PASS_HELD_SLOTS, PASS_RESERVED, PASS_OUTPUT, PASS_CACHED, PASS_LOOKUP_QUERIES,
+ PASS_LOOKUP_HITS) = range(14)
+NUM_PASS_FIELDS = 14  # PASS_CACHED: tokens admissions were served from the cache; LOOKUP_*: this pass's lookups
 
 # Cost-model vector: overhead s, weight bytes, KV bytes/token, bandwidth B/s, FLOP/s, params, attention FLOPs/pair.
 C_OVERHEAD, C_WEIGHT_BYTES, C_KV_BYTES, C_BANDWIDTH, C_FLOPS, C_PARAMS, C_ATTN = range(7)
@@ -50,10 +60,17 @@ FNV_PRIME = np.uint64(1099511628211)
 
 # One pass's outputs: rows of the `out` table (overwritten every pass) and its `counts`.
 (OUT_REQ, OUT_NEW, OUT_BEFORE, OUT_SAMPLE, OUT_PRE, OUT_ADM, OUT_RESUMED, OUT_FIN, OUT_CAUGHT_UP,
- OUT_FIRST) = range(10)
-NUM_OUT_ROWS = 10
-N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED = range(7)
-NUM_COUNTS = 7
+ OUT_FIRST, OUT_CACHED) = range(11)
+NUM_OUT_ROWS = 11  # OUT_CACHED: per admission, the tokens it starts with from the prefix cache
+N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED, N_QUERIES, N_HITS = range(9)
+NUM_COUNTS = 9
+# Columns of the `events` table: (pass, request, kind, tokens served from the cache for an admit/resume).
+NUM_EVENT_FIELDS = 4
+# Entries of `blocks` after CACHE_AT, NUM_BLOCK_REGIONS per block id (0..cap): reference count, content id
+# (-1: no hash), free-list links, and links among blocks holding the same content (vLLM keeps every block of
+# one hash, first cached first); then per content id the first and last block holding it (0: none).
+(R_REF, R_HASH, R_FNEXT, R_FPREV, R_HNEXT, R_HPREV) = range(6)
+NUM_BLOCK_REGIONS = 6
 # Rows of the `queues` table: waiting (a ring; head at state[WAIT_HEAD]) and running (admission order).
 WAIT_Q, RUN_Q = 0, 1
 
@@ -71,13 +88,14 @@ def mix(h, value):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def new_tables(params, prompt_len, output_len, reserve_tokens):
+def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, prefix_len):
     """Fresh tables (req, state, queues, blocks) for a run: every request waiting in id order, every
     usable block free.
 
     `blocks` holds the ring of freed ids (never more than the workload can use at once: STATE[RING_CAP])
     followed by each request's block table, with room for the most blocks it can ever hold (its last
-    token is never fed back); without P_BLOCK_IDS nothing is named, so `blocks` is a stub.
+    token is never fed back); without P_BLOCK_IDS nothing is named, so `blocks` is a stub. With prefix
+    caching the caching regions follow (see R_REF); `prefix_group` numbers groups 0, 1, ... (-1: none).
     """
     n = prompt_len.shape[0]
     bs = params[P_BLOCK_SIZE]
@@ -103,12 +121,194 @@ def new_tables(params, prompt_len, output_len, reserve_tokens):
     state[ARRIVED] = n
     queues = np.zeros((2, n), dtype=np.int64)
     queues[WAIT_Q] = np.arange(n)
-    return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
+    if params[P_PREFIX_CACHING] == 0:
+        return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
+    # Content ids: each prefix group's full prefix blocks, then every request's own blocks (by table slot).
+    groups = 0
+    for i in range(n):
+        groups = max(groups, prefix_group[i] + 1)
+    group_blocks = np.zeros(groups + 1, dtype=np.int64)
+    for i in range(n):
+        if prefix_group[i] >= 0:
+            group_blocks[prefix_group[i] + 1] = max(group_blocks[prefix_group[i] + 1], prefix_len[i] // bs)
+    group_base = np.cumsum(group_blocks)
+    for i in range(n):
+        req[i, GROUP_BASE] = group_base[prefix_group[i]] if prefix_group[i] >= 0 else -1
+        req[i, PREFIX_LEN] = prefix_len[i] if prefix_group[i] >= 0 else 0
+    state[OWN_CIDS] = group_base[groups]
+    state[CACHE_AT] = start
+    contents = state[OWN_CIDS] + start - cap
+    blocks = np.zeros(start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents, dtype=np.int64)
+    blocks[start + R_HASH:start + NUM_BLOCK_REGIONS * (cap + 1):NUM_BLOCK_REGIONS] = -1
+    return req, state, queues, blocks
+
+
+# -- prefix caching: vLLM's BlockPool over the `blocks` regions --------------------------------------------
+# The helpers called once per admission, release or filled block are compiled once, not inlined into every
+# caller: the hot loops stay small and a cold start compiles the caching code once.
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _reg(state, region, b):
+    """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
+    return state[CACHE_AT] + b * NUM_BLOCK_REGIONS + region
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _chead(state, cid):
+    """Index in `blocks` of the first block holding content cid (the last is the next entry)."""
+    return state[CACHE_AT] + NUM_BLOCK_REGIONS * (state[RING_CAP] + 1) + 2 * cid
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _content_id(params, req, state, r, j):
+    """The identity of request r's full block j: its group's block j while wholly inside the shared prefix,
+    else its own (what vLLM's chained block hash distinguishes)."""
+    if req[r, GROUP_BASE] >= 0 and (j + 1) * params[P_BLOCK_SIZE] <= req[r, PREFIX_LEN]:
+        return req[r, GROUP_BASE] + j
+    return state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP] + j
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _free_append(state, blocks, b):
+    """Block b to the tail of the free queue (it keeps its hash until reused)."""
+    tail = state[FREE_TAIL]
+    blocks[_reg(state, R_FNEXT, b)] = 0
+    blocks[_reg(state, R_FPREV, b)] = tail
+    if tail:
+        blocks[_reg(state, R_FNEXT, tail)] = b
+    else:
+        state[FREE_HEAD] = b
+    state[FREE_TAIL] = b
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _free_remove(state, blocks, b):
+    prev = blocks[_reg(state, R_FPREV, b)]
+    nxt = blocks[_reg(state, R_FNEXT, b)]
+    if prev:
+        blocks[_reg(state, R_FNEXT, prev)] = nxt
+    else:
+        state[FREE_HEAD] = nxt
+    if nxt:
+        blocks[_reg(state, R_FPREV, nxt)] = prev
+    else:
+        state[FREE_TAIL] = prev
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _uncache(state, blocks, b):
+    """Drop block b's hash (lazy eviction, as it is reused)."""
+    cid = blocks[_reg(state, R_HASH, b)]
+    if cid < 0:
+        return
+    prev = blocks[_reg(state, R_HPREV, b)]
+    nxt = blocks[_reg(state, R_HNEXT, b)]
+    head = _chead(state, cid)
+    if prev:
+        blocks[_reg(state, R_HNEXT, prev)] = nxt
+    else:
+        blocks[head] = nxt
+    if nxt:
+        blocks[_reg(state, R_HPREV, nxt)] = prev
+    else:
+        blocks[head + 1] = prev
+    blocks[_reg(state, R_HASH, b)] = -1
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _cache_full_blocks(params, req, state, blocks, r, tokens):
+    """Give a hash to each of r's blocks that `tokens` computed tokens fill and that has none yet."""
+    full = tokens // params[P_BLOCK_SIZE]
+    start = req[r, TABLE_START]
+    for j in range(req[r, NUM_CACHED], full):
+        b = blocks[start + j]
+        cid = _content_id(params, req, state, r, j)
+        head = _chead(state, cid)
+        tail = blocks[head + 1]
+        blocks[_reg(state, R_HASH, b)] = cid
+        blocks[_reg(state, R_HNEXT, b)] = 0
+        blocks[_reg(state, R_HPREV, b)] = tail
+        if tail:
+            blocks[_reg(state, R_HNEXT, tail)] = b
+        else:
+            blocks[head] = b
+        blocks[head + 1] = b
+    if full > req[r, NUM_CACHED]:
+        req[r, NUM_CACHED] = full
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _lookup(params, req, state, blocks, r, num_tokens):
+    """vLLM's find_longest_cache_hit: r's leading blocks that some block holds now, at most num_tokens - 1
+    tokens' worth. Writes the hits into r's (empty) table; returns (hit blocks, hits sitting in the free queue)."""
+    start = req[r, TABLE_START]
+    hits = 0
+    evictable = 0
+    for j in range((num_tokens - 1) // params[P_BLOCK_SIZE]):
+        b = blocks[_chead(state, _content_id(params, req, state, r, j))]
+        if b == 0:
+            break
+        blocks[start + j] = b
+        hits += 1
+        if blocks[_reg(state, R_REF, b)] == 0:
+            evictable += 1
+    return hits, evictable
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _touch_hits(req, state, blocks, r, hits):
+    """Take r's hit blocks (already in its table): one more reference each, out of the free queue if idle."""
+    start = req[r, TABLE_START]
+    for j in range(hits):
+        b = blocks[start + j]
+        at = _reg(state, R_REF, b)
+        if blocks[at] == 0:
+            _free_remove(state, blocks, b)
+        blocks[at] += 1
+    req[r, HELD] = hits
+    req[r, NUM_CACHED] = hits
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _take_blocks_cached(params, req, state, blocks, r, count):
+    """`count` blocks from the head of the free queue (never-used ids first), each dropping its old hash."""
+    start = req[r, TABLE_START] + req[r, HELD]
+    for j in range(count):
+        if state[NEXT_FRESH] <= params[P_USABLE_BLOCKS]:
+            b = state[NEXT_FRESH]
+            state[NEXT_FRESH] += 1
+        else:
+            b = state[FREE_HEAD]
+            _free_remove(state, blocks, b)
+            _uncache(state, blocks, b)
+        blocks[_reg(state, R_REF, b)] = 1
+        blocks[start + j] = b
+    req[r, HELD] += count
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _release_blocks_cached(req, state, blocks, r):
+    """vLLM's free: r's blocks last first, one reference fewer each; those left unreferenced go to the tail
+    of the free queue with their hashes (so a request's prefix outlives its tail)."""
+    start = req[r, TABLE_START]
+    freed = 0
+    for j in range(req[r, HELD] - 1, -1, -1):
+        b = blocks[start + j]
+        at = _reg(state, R_REF, b)
+        blocks[at] -= 1
+        if blocks[at] == 0:
+            _free_append(state, blocks, b)
+            freed += 1
+    state[FREE_BLOCKS] += freed
+    req[r, HELD] = 0
+    req[r, NUM_CACHED] = 0
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _take_blocks(params, req, state, blocks, r, count):
     """Hand `count` blocks from the head of the free queue to request r (the caller counts them)."""
+    if params[P_PREFIX_CACHING]:
+        _take_blocks_cached(params, req, state, blocks, r, count)
+        return
     start = req[r, TABLE_START] + req[r, HELD]
     for j in range(count if params[P_BLOCK_IDS] else 0):
         if state[NEXT_FRESH] <= params[P_USABLE_BLOCKS]:  # never-used ids come before any freed one
@@ -124,6 +324,9 @@ def _take_blocks(params, req, state, blocks, r, count):
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _release_blocks(params, req, state, blocks, r):
     """Return every block of request r to the tail of the free queue, first block first."""
+    if params[P_PREFIX_CACHING]:
+        _release_blocks_cached(req, state, blocks, r)
+        return
     held = req[r, HELD]
     start = req[r, TABLE_START]
     for j in range(held if params[P_BLOCK_IDS] else 0):
@@ -139,9 +342,13 @@ def _preempt(params, req, state, queues, blocks, victim):
     _release_blocks(params, req, state, blocks, victim)
     lost = req[victim, COMPUTED]
     state[LIVE_TOKENS] -= lost
-    # Every computed token is thrown away and will be computed again on readmission.
-    req[victim, RECOMPUTED] += lost
-    req[victim, RECOMPUTED_PROMPT] += lost if lost < req[victim, PROMPT] else req[victim, PROMPT]
+    # Every computed token is thrown away and will be computed again on readmission (with prefix caching,
+    # only what the cache does not give back: counted as it is computed, in complete_step).
+    if params[P_PREFIX_CACHING] == 0:
+        req[victim, RECOMPUTED] += lost
+        req[victim, RECOMPUTED_PROMPT] += lost if lost < req[victim, PROMPT] else req[victim, PROMPT]
+    elif lost > req[victim, MOST_COMPUTED]:
+        req[victim, MOST_COMPUTED] = lost
     if lost > req[victim, HIGH_WATER]:
         req[victim, HIGH_WATER] = lost
     req[victim, COMPUTED] = 0
@@ -213,6 +420,19 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     return budget
 
 
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _cache_running(params, req, state, blocks, out, counts):
+    """Hash the blocks the running requests filled this pass, in schedule order, before anyone is admitted (so
+    an admission can hit them). Done after the running loop rather than in it: hashing neither takes nor frees
+    blocks, and the blocks it names are held, so nothing the loop decides depends on it."""
+    bs = params[P_BLOCK_SIZE]
+    for k in range(counts[N_SCHED]):
+        r = out[OUT_REQ, k]
+        done = out[OUT_BEFORE, k] + out[OUT_NEW, k]
+        if done >= (req[r, NUM_CACHED] + 1) * bs:
+            _cache_full_blocks(params, req, state, blocks, r, done)
+
+
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
     """Admission from the head of waiting, strictly in order (head-of-line blocking)."""
@@ -228,7 +448,15 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
             break
         r = queues[WAIT_Q, state[WAIT_HEAD]]
         num_tokens = req[r, PROMPT] + req[r, GENERATED]
-        n = num_tokens - req[r, COMPUTED]
+        hits = 0
+        evictable = 0
+        if params[P_PREFIX_CACHING]:
+            # Every lookup counts in vLLM's hit-rate counters, admitted or not.
+            hits, evictable = _lookup(params, req, state, blocks, r, num_tokens)
+            counts[N_QUERIES] += num_tokens
+            counts[N_HITS] += hits * bs
+        cached = hits * bs
+        n = num_tokens - cached
         if n > budget:
             n = budget
         if params[P_RESERVE] == 1:
@@ -237,7 +465,8 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
                 break
         if params[P_FULL_ISL] == 1 and cdiv(num_tokens, bs) > state[FREE_BLOCKS]:
             break  # v0.33 gate: the whole sequence must fit, though only the chunk is allocated
-        need = cdiv(n, bs)
+        # Hit blocks idle in the free queue leave it when taken, so they count against it too.
+        need = cdiv(cached + n, bs) - hits + evictable
         if need > state[FREE_BLOCKS]:
             break  # nobody behind the head is tried
         state[WAIT_HEAD] = (state[WAIT_HEAD] + 1) % queues.shape[1]
@@ -246,19 +475,27 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
         state[RUN_LEN] += 1
         out[OUT_ADM, n_adm] = r
         out[OUT_RESUMED, n_adm] = req[r, STATUS] == PREEMPTED
+        out[OUT_CACHED, n_adm] = cached
         n_adm += 1
         req[r, STATUS] = RUNNING
         state[FREE_BLOCKS] -= need
-        _take_blocks(params, req, state, blocks, r, need)
+        if params[P_PREFIX_CACHING]:
+            _touch_hits(req, state, blocks, r, hits)
+            _take_blocks(params, req, state, blocks, r, need - evictable)
+            _cache_full_blocks(params, req, state, blocks, r, cached + n)  # a later admission may hit them
+            req[r, CACHE_HITS] += cached
+            state[HIT_TOKENS] += cached
+        else:
+            _take_blocks(params, req, state, blocks, r, need)
         if params[P_RESERVE] == 1:
             state[RESERVED_TOKENS] += req[r, RESERVE]
         out[OUT_REQ, n_sched] = r
         out[OUT_NEW, n_sched] = n
-        out[OUT_BEFORE, n_sched] = 0
-        out[OUT_SAMPLE, n_sched] = n == num_tokens
+        out[OUT_BEFORE, n_sched] = cached
+        out[OUT_SAMPLE, n_sched] = cached + n == num_tokens
         n_sched += 1
-        req[r, COMPUTED] = n
-        state[LIVE_TOKENS] += n
+        req[r, COMPUTED] = cached + n
+        state[LIVE_TOKENS] += cached + n
         budget -= n
     if params[P_REQUEST_UNIT] == 1 and closed:
         state[BATCH_OPEN] = 0
@@ -273,7 +510,11 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     if params[P_REQUEST_UNIT] == 1 and state[RUN_LEN] == 0 and state[WAIT_LEN] > 0:
         state[BATCH_OPEN] = 1
     budget = _schedule_running(params, req, state, queues, blocks, out, counts)
+    if params[P_PREFIX_CACHING]:
+        _cache_running(params, req, state, blocks, out, counts)
     counts[N_ADM] = 0
+    counts[N_QUERIES] = 0
+    counts[N_HITS] = 0
     # A pass that preempted admits nobody.
     if counts[N_PRE] == 0 and (params[P_REQUEST_UNIT] == 0 or state[BATCH_OPEN] == 1):
         _admit_waiting(params, req, state, queues, blocks, out, counts, budget)
@@ -287,6 +528,16 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     state[DIGEST] = np.int64(h)
 
 
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def _count_recomputed(req, r, begin, end):
+    """Tokens [begin, end) were computed below the most r ever had computed (MOST_COMPUTED, raised at each
+    preemption: computing only grows in between): those below it are recomputed."""
+    most = req[r, MOST_COMPUTED]
+    req[r, RECOMPUTED] += min(end, most) - begin
+    if begin < req[r, PROMPT]:
+        req[r, RECOMPUTED_PROMPT] += min(end, most, req[r, PROMPT]) - begin
+
+
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def complete_step(params, req, state, queues, blocks, out, counts):
     """After the pass (vLLM's update_from_output()): samplers get a token; those at their length finish.
@@ -298,8 +549,11 @@ def complete_step(params, req, state, queues, blocks, out, counts):
     n_cu = 0
     n_sampled = 0
     n_first = 0
+    caching = params[P_PREFIX_CACHING] != 0
     for k in range(counts[N_SCHED]):
         r = out[OUT_REQ, k]
+        if caching and out[OUT_BEFORE, k] < req[r, MOST_COMPUTED]:
+            _count_recomputed(req, r, out[OUT_BEFORE, k], out[OUT_BEFORE, k] + out[OUT_NEW, k])
         if req[r, HIGH_WATER] > 0 and req[r, COMPUTED] >= req[r, HIGH_WATER]:
             out[OUT_CAUGHT_UP, n_cu] = r
             n_cu += 1
@@ -358,6 +612,15 @@ def _pass_row(params, req, state, out, counts, passes, p):
     # Held slots: what the allocator has handed out (blocks x block size), or what Orca has reserved.
     passes[p, PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
     passes[p, PASS_RESERVED] = state[RESERVED_TOKENS]
+    if params[P_PREFIX_CACHING]:
+        cached = 0
+        for k in range(counts[N_ADM]):
+            cached += out[OUT_CACHED, k]
+        passes[p, PASS_CACHED] = cached
+        passes[p, PASS_LOOKUP_QUERIES] = counts[N_QUERIES]
+        passes[p, PASS_LOOKUP_HITS] = counts[N_HITS]
+        state[LOOKUP_QUERIES] += counts[N_QUERIES]
+        state[LOOKUP_HITS] += counts[N_HITS]
 
 
 # begin_pass, end_pass and pass_seconds are compiled without numba's reference counting (_nrt=False): the
@@ -395,6 +658,7 @@ def end_pass(params, req, state, queues, blocks, out, counts, passes, p, events,
         events[n_ev, 0] = p
         events[n_ev, 1] = out[OUT_ADM, k]
         events[n_ev, 2] = EV_RESUME if out[OUT_RESUMED, k] else EV_ADMIT
+        events[n_ev, 3] = out[OUT_CACHED, k]
         n_ev += 1
     n_ev = _emit(events, n_ev, p, out, OUT_CAUGHT_UP, counts[N_CU], EV_CAUGHT_UP)
     n_ev = _emit(events, n_ev, p, out, OUT_FIRST, counts[N_FIRST], EV_FIRST_TOKEN)
@@ -465,14 +729,16 @@ def grow_rows(a, rows):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes, arrival):
+def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes, arrival, prefix_group,
+                      prefix_len):
     """The whole run in compiled code: arrivals, begin_pass, the roofline clock, end_pass, until all finish.
 
     `arrival` holds each request's arrival time (s, nondecreasing); empty: all queued at t = 0.
-    Returns (pass table, pass seconds, events (pass, request, kind), (req, state, queues, blocks),
+    Returns (pass table, pass seconds, events (pass, request, kind, cached), (req, state, queues, blocks),
     pass start times, sampled tokens (pass, request) in the order they were produced).
     """
-    req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens)
+    req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group,
+                                            prefix_len)
     n_req = prompt_len.shape[0]
     if arrival.shape[0] > 0:
         hold_arrivals(state)
@@ -481,7 +747,7 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     passes = np.zeros((1024, NUM_PASS_FIELDS), dtype=np.int64)
     seconds = np.zeros(1024, dtype=np.float64)
     starts = np.zeros(1024, dtype=np.float64)
-    events = np.zeros((8 * n_req + 16, 3), dtype=np.int64)
+    events = np.zeros((8 * n_req + 16, NUM_EVENT_FIELDS), dtype=np.int64)
     samples = np.zeros((output_len.sum(), 2), dtype=np.int64)  # every request samples exactly its output
     n_ev = 0
     n_tok = 0

@@ -46,9 +46,23 @@ def live_model_spec(cfg: RunConfig, model_preset: str | None, weights_dir: str |
 
 
 def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int) -> list[list[int]]:
-    """Each request's prompt: token ids drawn from the run's seed, so reruns feed the model the same text."""
+    """Each request's prompt: token ids drawn from the run's seed, so reruns feed the model the same text.
+
+    Requests of one prefix group start with the same text (their shared prefix), so the pages prefix caching
+    hands from one to another hold the keys and values of exactly the tokens the receiver has.
+    """
     rng = np.random.default_rng(cfg.seed)
-    return [rng.integers(0, vocab_size, size=int(n)).tolist() for n in prompt_len]
+    tokens = [rng.integers(0, vocab_size, size=int(n)).tolist() for n in prompt_len]
+    workload = cfg.build_workload()
+    if workload.has_shared_prefixes:
+        group_rng = np.random.default_rng([cfg.seed, 1])
+        texts: dict[int, list[int]] = {}
+        for r, (g, shared) in enumerate(zip(workload.prefix_group.tolist(), workload.prefix_len.tolist())):
+            if g >= 0 and shared > 0:
+                longest = int(workload.prefix_len[workload.prefix_group == g].max())
+                text = texts.setdefault(g, group_rng.integers(0, vocab_size, size=longest).tolist())
+                tokens[r][:shared] = text[:shared]
+    return tokens
 
 
 class LiveExecutor:

@@ -34,3 +34,17 @@ def small_runs(draw, max_requests: int = 24) -> RunConfig:
         num_gpu_blocks_override=blocks, allocation=allocation, declared_multiple=declared, unit=unit,
         scheduler_reserve_full_isl=draw(st.booleans()), workload=small_workload(prompts, outputs),
     )
+
+
+@st.composite
+def cached_runs(draw, max_requests: int = 24) -> RunConfig:
+    """A random tight configuration with prefix caching on and prompts sharing prefixes in a few groups."""
+    cfg = draw(small_runs(max_requests))
+    wl = cfg.build_workload()
+    n = wl.num_requests
+    groups = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))
+    shares = [draw(st.integers(0, int(p))) if g >= 0 else 0 for g, p in zip(groups, wl.prompt_len)]
+    return cfg.replace(enable_prefix_caching=True, allocation=draw(st.sampled_from(["on-demand", "on-demand",
+                                                                                    cfg.allocation])),
+                       workload=Workload(wl.prompt_len, wl.output_len, prefix_group=np.array(groups),
+                                         prefix_len=np.array(shares)))

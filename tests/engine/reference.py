@@ -5,7 +5,7 @@ scheduler states them. Slow on purpose; nothing in the product calls it except t
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from engine.config import RunConfig, check_servable
@@ -35,10 +35,24 @@ class Request:
     preemptions: int = 0
     recomputed: int = 0
     recomputed_prompt: int = 0
+    prefix_group: int = -1
+    prefix_len: int = 0
+    block_list: list = field(default_factory=list)  # with prefix caching: the Block objects it holds
+    num_cached_blocks: int = 0
+    most_computed: int = 0
+    cache_hits: int = 0
 
     @property
     def num_tokens(self) -> int:
         return self.prompt_len + self.num_output_tokens
+
+
+    def block_identity(self, j: int, block_size: int) -> tuple:
+        """What vLLM's chained hash of full block j tells apart: a prefix group's block j while it lies wholly
+        inside the shared prefix, else this request's own block j."""
+        if self.prefix_group >= 0 and (j + 1) * block_size <= self.prefix_len:
+            return ("group", self.prefix_group, j)
+        return ("own", self.id, j)
 
 
 @dataclass
@@ -46,6 +60,77 @@ class PassRecord:
     scheduled: list[tuple[int, int]] = field(default_factory=list)  # (request id, new tokens)
     preempted: list[int] = field(default_factory=list)
     output_tokens: int = 0
+    admitted: list[tuple[int, int]] = field(default_factory=list)  # (request id, tokens from the prefix cache)
+    lookups: list[tuple[int, int]] = field(default_factory=list)  # (tokens looked up, tokens hit), every lookup
+
+
+@dataclass(eq=False)
+class Block:
+    id: int
+    ref_cnt: int = 0
+    identity: tuple | None = None  # its hash, while it has one
+
+
+class BlockPool:
+    """vLLM's BlockPool with prefix caching: a free queue in eviction order, hashes kept by freed blocks."""
+
+    def __init__(self, usable: int) -> None:
+        self.blocks = [Block(i) for i in range(usable + 1)]
+        self.free_queue: OrderedDict[int, Block] = OrderedDict((b.id, b) for b in self.blocks[1:])  # 0: null
+        self.cached: dict[tuple, list[Block]] = {}  # identity -> blocks holding it, first cached first
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free_queue)
+
+    def lookup(self, req: Request, block_size: int) -> list[Block]:
+        hits = []
+        for j in range((req.num_tokens - 1) // block_size):
+            holders = self.cached.get(req.block_identity(j, block_size))
+            if not holders:
+                break
+            hits.append(holders[0])
+        return hits
+
+    def touch(self, blocks: list[Block]) -> None:
+        for b in blocks:
+            if b.ref_cnt == 0:
+                del self.free_queue[b.id]
+            b.ref_cnt += 1
+
+    def take(self, count: int) -> list[Block]:
+        out = []
+        for _ in range(count):
+            _, b = self.free_queue.popitem(last=False)
+            if b.identity is not None:  # reused: its old content is gone
+                self.cached[b.identity].remove(b)
+                if not self.cached[b.identity]:
+                    del self.cached[b.identity]
+                b.identity = None
+            b.ref_cnt = 1
+            out.append(b)
+        return out
+
+    def cache_full_blocks(self, req: Request, tokens: int, block_size: int) -> None:
+        full = tokens // block_size
+        for j in range(req.num_cached_blocks, full):
+            b = req.block_list[j]
+            b.identity = req.block_identity(j, block_size)
+            self.cached.setdefault(b.identity, []).append(b)
+        req.num_cached_blocks = max(req.num_cached_blocks, full)
+
+    def free(self, req: Request) -> int:
+        """Release req's blocks last first; returns how many went back to the free queue."""
+        freed = 0
+        for b in reversed(req.block_list):
+            b.ref_cnt -= 1
+            assert b.ref_cnt >= 0
+            if b.ref_cnt == 0:
+                self.free_queue[b.id] = b
+                freed += 1
+        req.block_list = []
+        req.num_cached_blocks = 0
+        return freed
 
 
 class ReferenceScheduler:
@@ -55,9 +140,12 @@ class ReferenceScheduler:
         check_servable(cfg, self.workload)
         reserve = reserve_tokens(cfg, self.workload)
         self.requests = [
-            Request(i, int(p), int(o), int(reserve[i]))
-            for i, (p, o) in enumerate(zip(self.workload.prompt_len, self.workload.output_len))
+            Request(i, int(p), int(o), int(reserve[i]), prefix_group=int(g), prefix_len=int(s))
+            for i, (p, o, g, s) in enumerate(zip(self.workload.prompt_len, self.workload.output_len,
+                                                 self.workload.prefix_group, self.workload.prefix_len))
         ]
+        self.caching = cfg.enable_prefix_caching
+        self.pool = BlockPool(cfg.usable_blocks) if self.caching else None
         self.waiting: deque[Request] = deque(self.requests)
         self.running: list[Request] = []
         self.free_blocks = cfg.usable_blocks
@@ -67,11 +155,31 @@ class ReferenceScheduler:
         self.digest = _FNV_OFFSET
         self.passes: list[PassRecord] = []
 
+    def release(self, req: Request) -> None:
+        if self.caching:
+            self.free_blocks += self.pool.free(req)
+        else:
+            self.free_blocks += req.blocks
+        req.blocks = 0
+
+    def take(self, req: Request, count: int) -> None:
+        self.free_blocks -= count
+        req.blocks += count
+        if self.caching:
+            req.block_list += self.pool.take(count)
+
+    def count_recomputed(self, req: Request, begin: int, end: int) -> None:
+        """With caching: tokens [begin, end) computed now that lie below the most it ever had are recomputed."""
+        if begin < req.most_computed:
+            req.recomputed += min(end, req.most_computed) - begin
+            req.recomputed_prompt += max(0, min(end, req.most_computed, req.prompt_len) - begin)
+        req.most_computed = max(req.most_computed, end)
+
     def preempt(self, victim: Request) -> None:
-        self.free_blocks += victim.blocks
-        victim.blocks = 0
-        victim.recomputed += victim.num_computed_tokens
-        victim.recomputed_prompt += min(victim.num_computed_tokens, victim.prompt_len)
+        self.release(victim)
+        if not self.caching:  # every computed token will be computed again; with caching, counted as it is
+            victim.recomputed += victim.num_computed_tokens
+            victim.recomputed_prompt += min(victim.num_computed_tokens, victim.prompt_len)
         victim.num_computed_tokens = 0  # keeps its outputs; re-prefills prompt + outputs later
         victim.status = "PREEMPTED"
         victim.preemptions += 1
@@ -101,8 +209,9 @@ class ReferenceScheduler:
                     break
             if evicted_self:
                 break
-            self.free_blocks -= need
-            req.blocks += need
+            self.take(req, need)
+            if self.caching:
+                self.pool.cache_full_blocks(req, req.num_computed_tokens + n, cfg.block_size)
             record.scheduled.append((req.id, n))
             req.num_computed_tokens += n
             budget -= n
@@ -118,23 +227,36 @@ class ReferenceScheduler:
                 if len(self.running) >= cfg.max_num_seqs:
                     break
                 req = self.waiting[0]
-                n = min(req.num_tokens - req.num_computed_tokens, budget)
+                hits = self.pool.lookup(req, cfg.block_size) if self.caching else []
+                cached = len(hits) * cfg.block_size
+                if self.caching:
+                    record.lookups.append((req.num_tokens, cached))
+                n = min(req.num_tokens - cached, budget)
                 if cfg.allocation == "reserve" and self.reserved + req.reserve > self.pool_tokens:
                     break
                 if cfg.scheduler_reserve_full_isl and self.cfg.blocks_for(req.num_tokens) > self.free_blocks:
                     break
-                need = self.cfg.blocks_for(n)
-                if need > self.free_blocks:
+                idle_hits = sum(b.ref_cnt == 0 for b in hits)  # taking them shrinks the free queue
+                need = self.cfg.blocks_for(cached + n) - len(hits)
+                if need + idle_hits > self.free_blocks:
                     break
                 self.waiting.popleft()
                 self.running.append(req)
                 req.status = "RUNNING"
-                self.free_blocks -= need
-                req.blocks += need
+                if self.caching:
+                    self.pool.touch(hits)
+                    self.free_blocks -= idle_hits
+                    req.block_list = list(hits)
+                    req.blocks = req.num_cached_blocks = len(hits)
+                    req.cache_hits += cached
+                self.take(req, need)
+                if self.caching:
+                    self.pool.cache_full_blocks(req, cached + n, cfg.block_size)
                 if cfg.allocation == "reserve":
                     self.reserved += req.reserve
                 record.scheduled.append((req.id, n))
-                req.num_computed_tokens = n
+                record.admitted.append((req.id, cached))
+                req.num_computed_tokens = cached + n
                 budget -= n
             if static and not stopped_for_budget:
                 self.batch_open = False
@@ -149,15 +271,16 @@ class ReferenceScheduler:
 
     def complete(self, record: PassRecord) -> None:
         by_id = self.requests
-        for rid, _ in record.scheduled:
+        for rid, n in record.scheduled:
             req = by_id[rid]
+            if self.caching:
+                self.count_recomputed(req, req.num_computed_tokens - n, req.num_computed_tokens)
             if req.num_computed_tokens == req.num_tokens:
                 record.output_tokens += 1
                 req.num_output_tokens += 1
                 if req.num_output_tokens >= req.output_len:
                     req.status = "FINISHED"
-                    self.free_blocks += req.blocks
-                    req.blocks = 0
+                    self.release(req)
                     if self.cfg.allocation == "reserve":
                         self.reserved -= req.reserve
         self.running = [r for r in self.running if r.status != "FINISHED"]
@@ -170,8 +293,23 @@ class ReferenceScheduler:
             self.passes.append(record)
             unfinished = sum(r.status != "FINISHED" for r in self.requests)
             if check:  # block conservation, stated where the blocks are counted
-                assert self.free_blocks + sum(r.blocks for r in self.running) == self.cfg.usable_blocks
+                self.check_blocks()
         return self.passes
+
+    def check_blocks(self) -> None:
+        if not self.caching:
+            assert self.free_blocks + sum(r.blocks for r in self.running) == self.cfg.usable_blocks
+            return
+        # Every block is free (reference count 0) or referenced exactly as often as running requests hold it.
+        refs: dict[int, int] = {}
+        for r in self.running:
+            assert len(r.block_list) == r.blocks
+            for b in r.block_list:
+                refs[b.id] = refs.get(b.id, 0) + 1
+        for b in self.pool.blocks[1:]:
+            assert b.ref_cnt == refs.get(b.id, 0) >= 0
+            assert (b.id in self.pool.free_queue) == (b.ref_cnt == 0)
+        assert self.free_blocks == self.pool.num_free == self.cfg.usable_blocks - len(refs)
 
     @property
     def digest_hex(self) -> str:

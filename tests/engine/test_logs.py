@@ -49,3 +49,16 @@ def test_an_explicit_max_model_len_that_cannot_fit_gets_vllms_startup_error():
     message = startup_error(RunConfig(pool_gib=2, max_model_len=40_960))
     assert "estimated maximum model length is 14544" in message
     assert "To serve at least one request with the model's max seq len (40960)" in message
+
+
+def test_serve_command_says_whether_prefix_caching_is_on():
+    from engine.logs import prefix_caching_note
+    off, on = RunConfig(), RunConfig(enable_prefix_caching=True)
+    assert serve_command(off).endswith(" --no-enable-prefix-caching")
+    assert "prefix-caching" not in serve_command(on)  # vLLM V1's default
+    assert prefix_caching_note(off).startswith("# --no-enable-prefix-caching (")
+    assert "Prefix cache hit rate" not in periodic_log_line(simulate(off), 10.0)
+    trace = simulate(RunConfig(enable_prefix_caching=True, system_prompt_len=1000))
+    line = periodic_log_line(trace, trace.makespan_s)
+    rate = float(re.search(r"Prefix cache hit rate: (\d+\.\d)%$", line).group(1))
+    assert rate == pytest.approx(100 * trace.summary()["prefix_cache_hit_rate"], abs=0.051)

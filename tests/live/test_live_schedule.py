@@ -135,3 +135,39 @@ def test_a_live_run_honours_arrivals_on_its_clock_and_waits_out_idle_gaps():
     s = live.summary()
     assert s["ttft_ms_p50"] > 0 and s["tpot_ms_p50"] > 0 and s["request_throughput"] > 0
     assert (np.diff(live.pass_start) >= live.pass_duration[:-1] - 1e-12).all()  # passes never overlap
+
+
+def test_prefix_caching_shares_pages_and_keeps_the_simulators_schedule():
+    """With prefix caching on, requests of one group run on the same physical pages for their shared prefix,
+    the prompts really share that text, and the live run still makes the simulator's schedule."""
+    from engine import Scheduler, Workload
+    from engine.live.executor import prompt_tokens
+
+    base = tight_config().build_workload()
+    shared = np.minimum(base.prompt_len, 32)
+    workload = Workload(base.prompt_len, base.output_len, prefix_group=np.zeros(base.num_requests, dtype=np.int64),
+                        prefix_len=shared)
+    cfg = tight_config(workload=workload, enable_prefix_caching=True, num_gpu_blocks_override=16)
+    sim = simulate(cfg)
+    assert sim.summary()["prefix_cache_hit_tokens"] > 0
+    live = run_live(cfg, model_preset="tiny", device="cpu")
+    assert live.summary()["trace_digest"] == sim.summary()["trace_digest"]
+    np.testing.assert_array_equal(live.passes, sim.passes)
+    np.testing.assert_array_equal(live.events, sim.events)
+    tokens = prompt_tokens(cfg, workload.prompt_len, 1000)
+    long = [r for r in range(base.num_requests) if base.prompt_len[r] >= 32]
+    assert len(long) > 2 and all(tokens[r][:32] == tokens[long[0]][:32] for r in long)
+    assert tokens[long[0]][32:] != tokens[long[1]][32:32 + len(tokens[long[0]]) - 32]  # the rest differs
+    assert tokens[0] == tokens[long[0]][:20]  # request 0's whole 20-token prompt is the shared prefix
+    # Two requests admitted with a hit hold the same first page.
+    sched = Scheduler(cfg)
+    seen_shared = False
+    while not sched.finished and not seen_shared:
+        plan = sched.schedule()
+        hit = plan.admitted[plan.cached > 0]
+        tables = {r: sched.block_table(r) for r in sched.running_ids().tolist()}
+        for r in hit.tolist():
+            owners = [o for o, t in tables.items() if o != r and len(t) and t[0] == tables[r][0]]
+            seen_shared |= bool(owners)
+        sched.complete(plan)
+    assert seen_shared
