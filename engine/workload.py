@@ -362,7 +362,7 @@ def _parse_csv(text: str, source: str) -> Workload:
         # prefix_group may be -1 (no group); every other count is a plain non-negative integer.
         digits = [c[1:] if k == 2 and c.startswith("-") else c for k, c in enumerate(cells)]
         if not all(c.isascii() and c.isdigit() and len(c) <= MAX_NUMBER_DIGITS for c in digits):
-            raise WorkloadError(f"{source}: line {line_no} is not {len(cells)} integers (token counts"
+            raise WorkloadError(f"{source}: line {line_no} is not {'four' if pcols else 'two'} integers (token counts"
                                 f"{', prefix group and length' if pcols else ''}): {_short(','.join(row))}")
         prompt.append(int(cells[0]))
         output.append(int(cells[1]))
