@@ -14,7 +14,7 @@ Every figure is a median and a 95th percentile over --repeats changes of each ki
 warm-up change). Goals on 2 cores: p95 <= 300 ms for every kind; browser work (TaskDuration) <= 150 ms
 per update (median).
 
-    python benchmarks/browser_feel.py [--repeats 10] [--width 1280] [--quiet 0.6]
+    python benchmarks/browser_feel.py [--repeats 10] [--width 1280] [--quiet 0.6] [--query "arrival=rate&request_rate=8"]
 
 Exits 2 when the server or the browser cannot start, 1 when a change never reached the screen.
 """
@@ -220,6 +220,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one change may take")
     ap.add_argument("--kinds", default="stop,slider,toggle,step")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds for the whole measurement")
+    ap.add_argument("--query", default="", help="URL state to start from, e.g. 'arrival=rate&request_rate=8' "
+                    "(an update with traffic on)")
     args = ap.parse_args()
 
     try:
@@ -250,7 +252,7 @@ def main() -> int:
             feel = Feel(page, args.quiet, args.timeout)
             for kind in args.kinds.split(","):
                 try:
-                    load_s.append(open_page(page, server.url))
+                    load_s.append(open_page(page, server.url + (f"?{args.query}" if args.query else "")))
                     result = measure_kind(feel, page, kind, args.repeats, deadline)
                 except PlaywrightError as exc:  # a control that is not there, a page that broke
                     failed.append(f"{kind}: {str(exc).splitlines()[0]}")
@@ -265,7 +267,7 @@ def main() -> int:
 
     loads = ", ".join(f"{x:.1f}" for x in load_s)
     print(f"browser_feel: {args.width}x{args.height}, {args.repeats} changes per kind, page loads {loads} s, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs" + (f", from ?{args.query}" if args.query else ""))
     head = (f"{'change':<8} {'click->readout ms':>19} {'task ms':>15} {'script ms':>15} {'recalc ms':>15} "
             f"{'layout ms':>9} {'recalcs':>8} {'dNodes':>7}")
     print(head)
