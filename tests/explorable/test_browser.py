@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, TIMEOUT_MS, chromium, panel_serve
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium, panel_serve
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +59,7 @@ def value(page, key: str) -> float:
 
 def open_app(page, url: str) -> None:
     page.goto(url)
-    sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=TIMEOUT_MS)  # a first visit may prepare first
+    sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=FIRST_PAGE_TIMEOUT_MS)  # may prepare first
     page.locator(".lane-chart canvas").first.wait_for()
 
 
