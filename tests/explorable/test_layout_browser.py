@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, TIMEOUT_MS, chromium, panel_serve
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium, panel_serve
 
 pytestmark = pytest.mark.browser
 
@@ -48,7 +48,8 @@ def open_page(browser, url: str, width: int, height: int = 800, on_page=None):
     if on_page:
         on_page(page)
     page.goto(url)
-    sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
+    sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible(
+        timeout=FIRST_PAGE_TIMEOUT_MS)  # a page may wait while the simulator is prepared
     page.locator(".curves canvas").first.wait_for()
     page.wait_for_timeout(400)  # the curves follow the first update
     return context, page
