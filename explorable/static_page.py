@@ -75,7 +75,7 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     quick stops are the grid's); with `projector`, the served app's projector view."""
     configure()
     state = ExplorableState()
-    app = ExplorableApp(state=state, projector=projector, traffic=False)
+    app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
     v = app.views
     c = v["controls"]
     c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
