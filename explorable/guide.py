@@ -157,7 +157,8 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
         if name in changes:
             p = state.param[name]
             shown = {v: k for k, v in (getattr(p, "names", None) or {}).items()}.get(changes[name], changes[name])
-            shown = f"{shown:g}" if isinstance(shown, float) else str(shown)
+            shown = ("on" if shown else "off") if isinstance(shown, bool) else (
+                f"{shown:g}" if isinstance(shown, float) else str(shown))
             named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
     return "This step sets " + "; ".join(named) + "; everything else to its starting point."
 
