@@ -100,3 +100,12 @@ def test_caching_controls_travel_in_the_url_and_the_log_names_the_flag():
 @pytest.mark.parametrize("title", [s.title for s in PREFIX_STEPS])
 def test_every_prefix_step_runs(title):
     assert summary(step_config(title))["finished_requests"] == 256
+
+
+def test_the_static_build_shows_the_caching_controls_fixed_and_leaves_the_steps_out():
+    from explorable import static_page
+    page = static_page.build()
+    c = page.app.views["controls"]
+    assert all(getattr(c, n).disabled for n in ("prefix_caching", "system_prompt_len", "turns"))
+    assert not page.app.prefix and page.app.state.enable_prefix_caching is False
+    assert {"enable_prefix_caching", "system_prompt_len", "turns"} <= set(static_page.FIXED)
