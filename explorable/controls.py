@@ -99,6 +99,14 @@ class Controls(pn.viewable.Viewer):
         self.max_num_batched_tokens = pn.widgets.IntSlider.from_param(
             s.param.max_num_batched_tokens, css_classes=["ctl-max_num_batched_tokens"], **slider)
         self.full_isl = pn.widgets.Checkbox.from_param(s.param.scheduler_reserve_full_isl, margin=(8, 12))
+        self.prefix_caching = pn.widgets.Checkbox.from_param(
+            s.param.enable_prefix_caching, css_classes=["ctl-enable_prefix_caching"], margin=(8, 12))
+        self.system_prompt_len = pn.widgets.IntSlider.from_param(
+            s.param.system_prompt_len, css_classes=["ctl-system_prompt_len"], format="0,0", **slider)
+        self.turns = pn.widgets.IntSlider.from_param(s.param.turns, css_classes=["ctl-turns"], **slider)
+        self.prefix_note = _note("")
+        s.param.watch(self._prefix_note, ["enable_prefix_caching", "system_prompt_len", "turns"])
+        self._prefix_note()
         self.arrival = pn.widgets.RadioButtonGroup.from_param(
             s.param.arrival, css_classes=["ctl-arrival"], sizing_mode="stretch_width", margin=(4, 12),
             color="primary", variant="outline")
@@ -146,6 +154,18 @@ class Controls(pn.viewable.Viewer):
         for widget in (self.request_rate, self.burstiness, self.slo_ttft_ms, self.slo_tpot_ms):
             widget.styles = toggled_styles(INACTIVE_STYLES, not arriving)
 
+    def _prefix_note(self, *_):
+        s = self.state
+        if s.system_prompt_len and s.turns > 1:
+            text = "A shared system prompt and conversations do not combine here: set one of them back."
+        elif not s.enable_prefix_caching and (s.system_prompt_len or s.turns > 1):
+            text = ("Prompts now share their opening tokens, but with prefix caching off (KV cache, above) every "
+                    "request computes them again: nothing changes until you switch it on.")
+        else:
+            text = ("Conversations: each turn's prompt repeats the previous turn's prompt and answer. Both only pay "
+                    "off with prefix caching on (KV cache, above).")
+        self.prefix_note.object = f"<div>{text}</div>"
+
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"
         self.pool_warning.visible = bool(self.state.pool_warning)
@@ -174,9 +194,14 @@ class Controls(pn.viewable.Viewer):
             _note(f"On demand may evict ({PRODUCTION_NAMES['on-demand']}). Reserving up front never does (Orca; "
                   f"{PRODUCTION_NAMES['reserve']})."),
             self.declared_multiple, _stops(s, "declared_multiple", DECLARED_STOPS, "{:g}x"), self.declared_note,
+            self.prefix_caching,
+            _note("vLLM's --enable-prefix-caching: a prompt that starts like one already computed (a shared system "
+                  "prompt, or its own after an eviction) reuses those cache blocks instead of computing them. Off by "
+                  "default: the article's figures assume it."),
             heading("Workload"),
             self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
             _note("256 requests; total output stays 65,536 tokens at every spread."),
+            self.system_prompt_len, self.turns, self.prefix_note,
             heading("Traffic"),
             self.arrival, self.request_rate, _stops(s, "request_rate", RATE_STOPS, "{:g}/s"), self.burstiness,
             self.traffic_note,

@@ -113,6 +113,35 @@ TRAFFIC_STEPS = (
 )
 
 
+# Then prefix caching: vLLM keeps a computed block's KV under a hash of its tokens until the block is reused.
+PREFIX_STEPS = (
+    Step(
+        "Caching refunds an eviction",
+        "Back to the starting point, with prefix caching on. An evicted request's blocks are freed but not wiped: "
+        "when it is readmitted, the scheduler looks its prompt up and finds most of it still there. Prompt tokens "
+        "recomputed fall from about 40,000 to about 12,000, a third. Hover an amber lane: the light teal at its "
+        "start is what came back from cache.",
+        {"enable_prefix_caching": True},
+    ),
+    Step(
+        "The race at the memory wall",
+        "The 2 GiB pool with 512 slots again. Freed blocks are handed out oldest first, so an evicted request's "
+        "blocks survive until the pool comes round to them; the newest-out rule brings it back before that, most "
+        "of the time. Recompute falls from about 57,000 prompt tokens to under 10,000, yet throughput hardly "
+        "moves: the evictions, and the decode work they throw away, still happen.",
+        {"enable_prefix_caching": True, "pool_gib": 2.0, "max_num_seqs": 512},
+    ),
+    Step(
+        "A shared system prompt",
+        "Every prompt now opens with the same 1,024 tokens. With caching they are computed once and their blocks "
+        "shared by every request that holds them, so each request costs the cache only what is its own: the "
+        "largest batch grows from 88 to all 256 slots, nothing is evicted, and output rises by about three "
+        "quarters. Switch caching off to see the same prompts each paying for their own copy.",
+        {"enable_prefix_caching": True, "system_prompt_len": 1024},
+    ),
+)
+
+
 def step_settings(state: ExplorableState, index: int, steps: tuple = STEPS) -> dict:
     """Every control's value for step `index`: the defaults plus the step's changes."""
     return {**state.defaults(), **steps[index].settings}
@@ -128,7 +157,8 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
         if name in changes:
             p = state.param[name]
             shown = {v: k for k, v in (getattr(p, "names", None) or {}).items()}.get(changes[name], changes[name])
-            shown = f"{shown:g}" if isinstance(shown, float) else str(shown)
+            shown = ("on" if shown else "off") if isinstance(shown, bool) else (
+                f"{shown:g}" if isinstance(shown, float) else str(shown))
             named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
     return "This step sets " + "; ".join(named) + "; everything else to its starting point."
 
@@ -148,7 +178,7 @@ class Guide(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ExplorableState)
     chosen = param.Integer(default=0, bounds=(0, None))
     steps = param.Parameter(default=STEPS, doc="the steps this guide walks (the article's, or TRAFFIC_STEPS)")
-    css = param.String(default="step", doc="class prefix: 'step' (the article's guide) or 'traffic-step'")
+    css = param.String(default="step", doc="class prefix: 'step' (the article's guide), 'traffic-step' or 'prefix-step'")
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -3,7 +3,8 @@
 `lane_segments(trace)` is the colour rule, stated once: grey while a request waits (before admission,
 and between an eviction and its readmission); teal while it runs without waste; amber for a run that a
 preemption throws away (it ends in EV_PREEMPT) and for the recompute after readmission (EV_RESUME up to
-EV_CAUGHT_UP); magenta for those same stretches when the scheduler is thrashing (`is_thrashing`).
+EV_CAUGHT_UP); magenta for those same stretches when the scheduler is thrashing (`is_thrashing`); with
+prefix caching, light teal for the part of a (re)admission's prefill served from cache (`_cached_share`).
 `LaneChart` draws them with one hbar glyph over one ColumnDataSource, built once per page.
 """
 from __future__ import annotations
@@ -84,15 +85,31 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
             states.append(state)
 
     lost = np.where(thrash, palette.THRASH, palette.LOST)
-    for p, r, kind in events[order].tolist():
+    share = _cached_share(trace)[order].tolist()
+    from_cache = np.zeros(n)  # share of the prefill stretch now open that came from cache
+
+    def cached_part(r: int, t1: float) -> None:
+        # Cached tokens cost no compute: the lane gives them their share of the stretch's width (tokens, not
+        # time), so the computed part (teal, or amber when it is recompute) shrinks by what the cache refunded.
+        if from_cache[r] > 0:
+            split = running_since[r] + from_cache[r] * (t1 - running_since[r])
+            add(r, running_since[r], split, palette.CACHED)
+            running_since[r], from_cache[r] = split, 0.0
+
+    for (p, r, kind), cached in zip(events[order].tolist(), share):
         if kind == Event.ADMIT or kind == Event.RESUME:
             add(r, waiting_since[r], start[p], palette.WAITING)
             running_since[r] = start[p]
+            from_cache[r] = cached
             admitted_at[r].append(start[p])
+        elif kind == Event.FIRST_TOKEN:  # a fresh admission's prefill is done
+            cached_part(r, end[p])
         elif kind == Event.CAUGHT_UP:  # the recompute since readmission was redone work
+            cached_part(r, end[p])
             add(r, running_since[r], end[p], lost[r])
             running_since[r] = end[p]
         elif kind == Event.PREEMPT:  # everything since (re)admission is thrown away
+            cached_part(r, start[p])
             add(r, running_since[r], start[p], lost[r])
             waiting_since[r] = start[p]
             preempted_at[r].append(start[p])
@@ -106,6 +123,24 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
         "state": np.asarray(states, dtype=np.uint8),
     }
     return segments, admitted_at, preempted_at
+
+
+def _cached_share(trace: Trace) -> np.ndarray:
+    """Per event: for an ADMIT, the share of the prompt served from cache; for a RESUME, the share of what it
+    had to rebuild (cached plus recomputed; a request resumed k times is charged its recompute evenly)."""
+    ev = trace.events
+    cached = trace.event_cached.astype(np.float64)
+    out = np.zeros(len(ev))
+    if not cached.any():
+        return out
+    r = ev[:, 1]
+    admit, resume = ev[:, 2] == Event.ADMIT, ev[:, 2] == Event.RESUME
+    prompt = trace.workload.prompt_len.astype(np.float64)
+    out[admit] = cached[admit] / np.maximum(prompt[r[admit]], 1.0)
+    resumes = np.bincount(r[resume], minlength=trace.workload.num_requests).astype(np.float64)
+    redone = trace.recomputed_per_request.astype(np.float64) / np.maximum(resumes, 1.0)
+    out[resume] = cached[resume] / np.maximum(cached[resume] + redone[r[resume]], 1.0)
+    return np.clip(out, 0.0, 1.0)
 
 
 def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
@@ -132,7 +167,23 @@ def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, list]:
         "preempted": [f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
                       for a in preempted_at],
         "latency": _latency_lines(trace),
+        "cached": _cached_lines(trace),
     }
+
+
+def _cached_lines(trace: Trace) -> list[str]:
+    """Per request, the prompt tokens the prefix cache served it (at admission, and on readmission), or ''."""
+    n = trace.workload.num_requests
+    kinds = trace.events[:, 2]
+    out = []
+    for kind, name in ((Event.ADMIT, "at admission"), (Event.RESUME, "on readmission")):
+        mask = kinds == kind
+        out.append((np.bincount(trace.events[mask, 1], weights=trace.event_cached[mask], minlength=n), name))
+    lines = []
+    for r in range(n):
+        parts = [f"{int(v[r]):,} tokens {name}" for v, name in out if v[r] > 0]
+        lines.append("from cache: " + ", ".join(parts) if parts else "")
+    return lines
 
 
 def _latency_lines(trace: Trace) -> list[str]:
@@ -169,26 +220,29 @@ def thin_segments(segments: dict[str, np.ndarray], end: float, max_segments: int
     order = np.lexsort((left, key))
     key = key[order]
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    severity = np.asarray(palette.SEVERITY, dtype=np.uint8)
+    worst = np.maximum.reduceat(severity[state[order]], first)
     return {
         "y": y[order][first],
         "left": np.minimum.reduceat(left[order], first),
         "right": np.maximum.reduceat(right[order], first),
-        "state": np.maximum.reduceat(state[order], first),
+        "state": np.argsort(palette.SEVERITY).astype(np.uint8)[worst],
     }
 
 
-def legend_html() -> str:
-    """The four lane colours with what they mean, as wrapping HTML."""
+def legend_html(cached: bool = False) -> str:
+    """The lane colours with what they mean, as wrapping HTML ("from cache" only where the run caches)."""
+    shown = len(palette.LANE_COLOURS) if cached else palette.CACHED
     items = "".join(
         f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{html.escape(label)}</span>'
-        for colour, label in zip(palette.LANE_COLOURS, palette.LANE_LABELS))
+        for colour, label in list(zip(palette.LANE_COLOURS, palette.LANE_LABELS))[:shown])
     return f'<div class="legend" data-legend="lanes">{items}</div>'
 
 
 def state_counts(segments: dict[str, np.ndarray]) -> dict[str, int]:
     """How many segments of each colour (the tests and the chart's caption use it)."""
     counts = np.bincount(segments["state"], minlength=len(palette.LANE_LABELS))
-    return {name: int(c) for name, c in zip(("waiting", "clean", "lost", "thrash"), counts)}
+    return {name: int(c) for name, c in zip(("waiting", "clean", "lost", "thrash", "cached"), counts)}
 
 
 def lane_view_data(trace: Trace) -> dict:
@@ -202,7 +256,7 @@ def lane_view_data(trace: Trace) -> dict:
     n = trace.workload.num_requests
     s = trace.summary()
     kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
-    lost = segments["state"] >= palette.LOST
+    lost = np.isin(segments["state"], (palette.LOST, palette.THRASH))
     marks = {k: v[lost] for k, v in segments.items()}
     marks["mid"] = (marks["left"] + marks["right"]) / 2
     # What the lanes hold rides in the text (a css_classes change would make Bokeh rebuild the pane).
@@ -233,7 +287,8 @@ class LaneChart(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(_empty_segments())
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
-        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": [], "latency": []})
+        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": [], "latency": [],
+                                         "cached": []})
         self.figure = self._build()
         self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
@@ -277,7 +332,8 @@ class LaneChart(pn.viewable.Viewer):
             if (d.prompt == null || r >= d.prompt.length) return `request ${r}`;
             const n = (x) => Number(x).toLocaleString('en-US');
             return `request ${r}: ${n(d.prompt[r])} prompt / ${n(d.output[r])} output tokens\n` +
-                   `${d.latency[r]}\nadmitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}`;
+                   `${d.latency[r]}\nadmitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}` +
+                   (d.cached && d.cached[r] ? `\n${d.cached[r]}` : '');
         """)
         fig.add_tools(HoverTool(
             renderers=[bars, marks], point_policy="follow_mouse",
@@ -317,6 +373,9 @@ class LaneChart(pn.viewable.Viewer):
             self.y_range.update(start=n - 0.5, end=-0.5)
             self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
             self.caption.object = data["caption"]
+            legend = legend_html(bool(trace.config.enable_prefix_caching))
+            if self.legend.object != legend:
+                self.legend.object = legend
 
     def __panel__(self):
         return self._pane

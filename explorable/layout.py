@@ -17,7 +17,7 @@ from explorable import budget, health, links, log_limits, projector, startup, ur
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
-from explorable.guide import TRAFFIC_STEPS, Guide
+from explorable.guide import PREFIX_STEPS, TRAFFIC_STEPS, Guide
 from explorable.lanes import LaneChart
 from explorable.live import LivePanel
 from explorable.logs_view import LogView
@@ -149,6 +149,8 @@ class ExplorableApp(pn.viewable.Viewer):
     projector = param.Boolean(default=False, doc="text in charts, legends and the log at 16 px or more")
     traffic = param.Boolean(default=True, doc="the steps under traffic and the request-rate curve (the static "
                                               "build, which has no traffic states, leaves them out)")
+    prefix = param.Boolean(default=True, doc="the steps with prefix caching (the static build, which has no caching "
+                                             "states, leaves them out)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -159,6 +161,7 @@ class ExplorableApp(pn.viewable.Viewer):
             "live": LivePanel(state=state),
             "guide": Guide(state=state),
             "traffic_guide": Guide(state=state, steps=TRAFFIC_STEPS, css="traffic-step"),
+            "prefix_guide": Guide(state=state, steps=PREFIX_STEPS, css="prefix-step"),
             "notices": Notices(state=state),
             "readouts": Readouts(state=state),
             "lanes": lanes,
@@ -187,10 +190,13 @@ class ExplorableApp(pn.viewable.Viewer):
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
         traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
+        prefix_steps = [_section("Then, with prefix caching", "(computed prompt blocks kept for reuse)"),
+                        v["prefix_guide"]]
         traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
         main = pn.Column(
             v["guide"],
             *(traffic_steps if self.traffic else []),
+            *(prefix_steps if self.prefix else []),
             v["notices"],
             v["readouts"],
             v["lanes"],

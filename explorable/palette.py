@@ -5,21 +5,25 @@ purple): they stay distinct under deuteranopia and protanopia and survive a wash
 """
 from __future__ import annotations
 
-# Lane states, in the order the lane chart codes them (uint8 0..3).
-WAITING, CLEAN, LOST, THRASH = 0, 1, 2, 3
+# Lane states, in the order the lane chart codes them (uint8 0..4). CACHED came last (prefix caching) so
+# the first four codes keep their meaning; SEVERITY ranks them for merging (lost work outranks the rest).
+WAITING, CLEAN, LOST, THRASH, CACHED = 0, 1, 2, 3, 4
+SEVERITY = (0, 2, 3, 4, 1)
 
 LANE_COLOURS = (
     "#b9bec6",  # waiting: light grey, so running work stands out against the queue
     "#009e73",  # running, no work wasted: Okabe-Ito bluish green ("teal")
     "#e69f00",  # running work later lost to a preemption, and its recompute: Okabe-Ito orange ("amber")
     "#cc3e9b",  # the same, while thrashing: Okabe-Ito reddish purple pushed brighter ("magenta")
+    "#8fd6c0",  # the part of a (re)admission's prefill served from the prefix cache: the teal, lightened
 )
-GREY, TEAL, AMBER, MAGENTA = LANE_COLOURS
+GREY, TEAL, AMBER, MAGENTA, LIGHT_TEAL = LANE_COLOURS
 LANE_LABELS = (
     "waiting",
     "running",
     "lost to preemption, then redone",
     "thrashing: lost again and again",
+    "from cache",
 )
 
 # UI accents (readouts, strips, curves, terminal).

@@ -1,4 +1,4 @@
-"""The readouts: six large numbers from the run's summary, each with its change against the setting before.
+"""The readouts: six large numbers (seven with prefix caching on) from the run's summary, each with its change against the setting before.
 
 `readouts(summary, previous, cfg)` is pure (what the numbers are and which way is better); `Readouts`
 renders them as one HTML pane whose elements carry stable data attributes for tests and styling:
@@ -75,6 +75,11 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
     before_live = 100 * prev["live_cache_fraction"] if previous else None
     add("live_cache_fraction", "held cache holding a token", live, f"{live:.1f}%", "", "{:.1f}", " pts", True,
         before=before_live)
+    if cfg.enable_prefix_caching and "prefix_cache_hit_tokens" in summary:
+        hits, again = summary["prefix_cache_hit_tokens"], summary["prefix_cache_readmission_hit_tokens"]
+        rate = 100 * summary["prefix_cache_hit_rate"]
+        add("prefix_cache_hit_tokens", "prompt tokens served from cache", hits, f"{hits:,}",
+            f"hit rate {rate:.1f}%; {again:,} on readmission after an eviction", "{:,.0f}", "", True)
     return rows
 
 

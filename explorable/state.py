@@ -21,6 +21,7 @@ CONTROLS = (
     "max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread",
     "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
     "arrival", "request_rate", "burstiness",
+    "enable_prefix_caching", "system_prompt_len", "turns",
 )
 FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness")
 # SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
@@ -69,6 +70,9 @@ class ExplorableState(param.Parameterized):
     arrival = control("arrival")
     request_rate = control("request_rate")
     burstiness = control("burstiness")
+    enable_prefix_caching = control("enable_prefix_caching")
+    system_prompt_len = control("system_prompt_len")
+    turns = control("turns")
     slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
                                doc="A request meets its SLO when its first token comes within this long.")
     slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",

@@ -35,7 +35,8 @@ STOPS: dict[str, tuple] = {
     "spread": tuple(float(s) for s in controls_module.SPREAD_STOPS),
 }
 # Advanced controls: the static build has their starting values only (the served app has them all).
-FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl", "arrival", "request_rate", "burstiness")
+FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl", "arrival", "request_rate", "burstiness",
+         "enable_prefix_caching", "system_prompt_len", "turns")
 FIXED_NOTE = ("This page is a static build: every run in it uses these starting values. Changing them needs "
               "the served explorable (panel serve app.py).")
 SHARE_HREF = "\x00href\x00"  # where the page's script puts the link to the state on screen
@@ -74,13 +75,13 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     quick stops are the grid's); with `projector`, the served app's projector view."""
     configure()
     state = ExplorableState()
-    app = ExplorableApp(state=state, projector=projector, traffic=False)
+    app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
     v = app.views
     c = v["controls"]
     c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
     # Traffic: the static build has the article's all-at-once states only (the served app has them all).
     for name in ("model", "gpu", "max_num_batched_tokens", "full_isl", "arrival", "request_rate", "burstiness",
-                 "slo_ttft_ms", "slo_tpot_ms"):
+                 "slo_ttft_ms", "slo_tpot_ms", "prefix_caching", "system_prompt_len", "turns"):
         getattr(c, name).disabled = True
     share = v["share"].pane
     share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it

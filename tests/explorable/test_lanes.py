@@ -154,6 +154,6 @@ def test_thinning_merges_only_what_shares_a_pixel_column_and_keeps_lost_work():
     assert (thin["left"][~lane0], thin["right"][~lane0]) == (np.float32(0.0), np.float32(20.0))
 
 
-def test_four_lane_colours_are_defined_once_and_distinct():
-    assert len(set(palette.LANE_COLOURS)) == 4 == len(palette.LANE_LABELS)
-    assert (palette.GREY, palette.TEAL, palette.AMBER, palette.MAGENTA) == palette.LANE_COLOURS
+def test_the_lane_colours_are_defined_once_and_distinct():
+    assert len(set(palette.LANE_COLOURS)) == 5 == len(palette.LANE_LABELS)
+    assert (palette.GREY, palette.TEAL, palette.AMBER, palette.MAGENTA, palette.LIGHT_TEAL) == palette.LANE_COLOURS
