@@ -108,7 +108,7 @@ class Trace:
     kv_blocks = _pass_column(core.PASS_BLOCKS, "KV blocks handed out after scheduling the pass")
     running = _pass_column(core.PASS_RUNNING, "running requests after scheduling the pass")
     waiting = _pass_column(core.PASS_WAITING, "waiting requests after scheduling the pass")
-    live_tokens = _pass_column(core.PASS_LIVE_TOKENS, "computed tokens the running requests hold")
+    live_tokens = _pass_column(core.PASS_LIVE_TOKENS, "computed tokens the running requests hold (a shared block once)")
     held_slots = _pass_column(core.PASS_HELD_SLOTS, "token slots handed out (blocks x block size) or reserved")
     output_per_pass = _pass_column(core.PASS_OUTPUT, "output tokens sampled in each pass")
     preempted_per_pass = _pass_column(core.PASS_PREEMPTED, "requests evicted in each pass")

@@ -28,13 +28,15 @@ WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 # (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
 (FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
  NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, FREE_HEAD, FREE_TAIL, CACHE_AT, OWN_CIDS, HIT_TOKENS, LOOKUP_QUERIES,
- LOOKUP_HITS, ARRIVED) = range(21)
-NUM_STATE_FIELDS = 21  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+ LOOKUP_HITS, ARRIVED, SHARED_BLOCKS) = range(22)
+NUM_STATE_FIELDS = 22  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 # ARRIVED: requests (in id = arrival order) added to waiting so far; new_tables adds them all at t = 0.
 # With prefix caching the freed part of the free queue is a doubly linked list (a hit takes a block out of its
 # middle): FREE_HEAD/FREE_TAIL (0 = empty; block 0 is never free). CACHE_AT: where the caching regions start
 # in `blocks`; OWN_CIDS: first content id that belongs to one request alone (those below are prefix groups').
 # HIT_TOKENS: tokens served from the cache at admissions; LOOKUP_*: every lookup, as vLLM's counters count.
+# SHARED_BLOCKS: references beyond the first summed over blocks (a block two requests hold counts once): the
+# held cache's live tokens count a shared prefix once, as its memory holds it once.
 
 # Settings vector `params`.
 # P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
@@ -263,6 +265,8 @@ def _touch_hits(req, state, blocks, r, hits):
         at = _reg(state, R_REF, b)
         if blocks[at] == 0:
             _free_remove(state, blocks, b)
+        else:
+            state[SHARED_BLOCKS] += 1
         blocks[at] += 1
     req[r, HELD] = hits
     req[r, NUM_CACHED] = hits
@@ -298,6 +302,8 @@ def _release_blocks_cached(req, state, blocks, r):
         if blocks[at] == 0:
             _free_append(state, blocks, b)
             freed += 1
+        else:
+            state[SHARED_BLOCKS] -= 1
     state[FREE_BLOCKS] += freed
     req[r, HELD] = 0
     req[r, NUM_CACHED] = 0
@@ -608,7 +614,7 @@ def _pass_row(params, req, state, out, counts, passes, p):
     passes[p, PASS_PREEMPTED] = counts[N_PRE]
     passes[p, PASS_RUNNING] = state[RUN_LEN]
     passes[p, PASS_WAITING] = state[WAIT_LEN]
-    passes[p, PASS_LIVE_TOKENS] = state[LIVE_TOKENS]
+    passes[p, PASS_LIVE_TOKENS] = state[LIVE_TOKENS] - state[SHARED_BLOCKS] * params[P_BLOCK_SIZE]
     # Held slots: what the allocator has handed out (blocks x block size), or what Orca has reserved.
     passes[p, PASS_HELD_SLOTS] = state[RESERVED_TOKENS] if params[P_RESERVE] == 1 else held * params[P_BLOCK_SIZE]
     passes[p, PASS_RESERVED] = state[RESERVED_TOKENS]

@@ -48,6 +48,9 @@ def test_reference_counts_and_sharing_hold_on_every_pass(cfg):
         _check_pass(sched, cfg, wl)
     assert (sched.block_ref_counts() == 0).all()
     assert sched.free_blocks == cfg.usable_blocks
+    trace = sched.trace()  # a shared block's tokens are live once, as memory holds them once
+    if cfg.allocation == "on-demand":
+        assert (trace.live_tokens <= trace.held_slots).all()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -128,6 +131,7 @@ def test_shared_system_prompt_lets_more_requests_fit():
     assert on["peak_batch"] > off["peak_batch"]
     assert on["passes"] < off["passes"]
     assert on["prefix_cache_hit_tokens"] >= 1024 // 16 * 16 * (cfg.requests - 1) * 0.9
+    assert 0.9 < on["live_cache_fraction"] <= 1.0  # the shared prompt is held once, and counted once
 
 
 def test_caching_off_ignores_prefixes():
