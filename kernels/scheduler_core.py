@@ -149,6 +149,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
 # -- prefix caching: vLLM's BlockPool over the `blocks` regions --------------------------------------------
 # The helpers called once per admission, release or filled block are compiled once, not inlined into every
 # caller: the hot loops stay small and a cold start compiles the caching code once.
+# Those that take arrays are compiled without reference counting, as begin_pass is (see there): they never
+# allocate, and the incref/decref of each array argument on each call is pure cost.
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _reg(state, region, b):
     """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
