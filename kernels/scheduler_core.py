@@ -12,6 +12,9 @@ import numpy as np
 from numba import njit
 
 from kernels import CACHE_COMPILED  # numba's cache, or none where nothing is writable
+from kernels.heap import keep_freed_heap
+
+keep_freed_heap()  # a run's tables reuse the last run's pages (see kernels/heap.py)
 
 # Per-request columns of the `req` table.
 (PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT,
@@ -148,6 +151,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
 # -- prefix caching: vLLM's BlockPool over the `blocks` regions --------------------------------------------
 # The helpers called once per admission, release or filled block are compiled once, not inlined into every
 # caller: the hot loops stay small and a cold start compiles the caching code once.
+# Those that take arrays are compiled without reference counting, as begin_pass is (see there): they never
+# allocate, and the incref/decref of each array argument on each call is pure cost.
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _reg(state, region, b):
     """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
@@ -238,7 +243,7 @@ def _cache_full_blocks(params, req, state, blocks, r, tokens):
         req[r, NUM_CACHED] = full
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def _lookup(params, req, state, blocks, r, num_tokens):
     """vLLM's find_longest_cache_hit: r's leading blocks that some block holds now, at most num_tokens - 1
     tokens' worth. Writes the hits into r's (empty) table; returns (hit blocks, hits sitting in the free queue)."""
@@ -256,7 +261,7 @@ def _lookup(params, req, state, blocks, r, num_tokens):
     return hits, evictable
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def _touch_hits(req, state, blocks, r, hits):
     """Take r's hit blocks (already in its table): one more reference each, out of the free queue if idle."""
     start = req[r, TABLE_START]
@@ -272,7 +277,7 @@ def _touch_hits(req, state, blocks, r, hits):
     req[r, NUM_CACHED] = hits
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def _take_blocks_cached(params, req, state, blocks, r, count):
     """`count` blocks from the head of the free queue (never-used ids first), each dropping its old hash."""
     start = req[r, TABLE_START] + req[r, HELD]
@@ -289,7 +294,7 @@ def _take_blocks_cached(params, req, state, blocks, r, count):
     req[r, HELD] += count
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def _release_blocks_cached(req, state, blocks, r):
     """vLLM's free: r's blocks last first, one reference fewer each; those left unreferenced go to the tail
     of the free queue with their hashes (so a request's prefix outlives its tail)."""
@@ -375,6 +380,7 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     """
     budget = params[P_TOKEN_BUDGET]
     bs = params[P_BLOCK_SIZE]
+    caching = params[P_PREFIX_CACHING] != 0
     n_sched = 0
     n_pre = 0
     free = state[FREE_BLOCKS]
@@ -415,6 +421,8 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
         out[OUT_SAMPLE, n_sched] = n == want  # caught up with everything it has: it samples a token
         n_sched += 1
         req[r, COMPUTED] = computed + n
+        if caching and computed + n >= (req[r, NUM_CACHED] + 1) * bs:
+            _cache_filled(params, req, state, blocks, r, computed + n)
         live += n
         budget -= n
         i += 1
@@ -426,17 +434,12 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     return budget
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def _cache_running(params, req, state, blocks, out, counts):
-    """Hash the blocks the running requests filled this pass, in schedule order, before anyone is admitted (so
-    an admission can hit them). Done after the running loop rather than in it: hashing neither takes nor frees
-    blocks, and the blocks it names are held, so nothing the loop decides depends on it."""
-    bs = params[P_BLOCK_SIZE]
-    for k in range(counts[N_SCHED]):
-        r = out[OUT_REQ, k]
-        done = out[OUT_BEFORE, k] + out[OUT_NEW, k]
-        if done >= (req[r, NUM_CACHED] + 1) * bs:
-            _cache_full_blocks(params, req, state, blocks, r, done)
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
+def _cache_filled(params, req, state, blocks, r, tokens):
+    """Hash the blocks a running request filled this pass, as it is scheduled (before anyone is admitted, so an
+    admission can hit them). Hashing neither takes nor frees blocks, and the blocks it names are held, so
+    nothing the running loop decides depends on it; only the order of the hash lists does (schedule order)."""
+    _cache_full_blocks(params, req, state, blocks, r, tokens)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -516,8 +519,6 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     if params[P_REQUEST_UNIT] == 1 and state[RUN_LEN] == 0 and state[WAIT_LEN] > 0:
         state[BATCH_OPEN] = 1
     budget = _schedule_running(params, req, state, queues, blocks, out, counts)
-    if params[P_PREFIX_CACHING]:
-        _cache_running(params, req, state, blocks, out, counts)
     counts[N_ADM] = 0
     counts[N_QUERIES] = 0
     counts[N_HITS] = 0
@@ -534,7 +535,7 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     state[DIGEST] = np.int64(h)
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def _count_recomputed(req, r, begin, end):
     """Tokens [begin, end) were computed below the most r ever had computed (MOST_COMPUTED, raised at each
     preemption: computing only grows in between): those below it are recomputed."""
