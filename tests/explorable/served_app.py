@@ -68,3 +68,18 @@ def chromium(sync_api) -> Iterator:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def new_page(browser, width: int, height: int = 900):
+    """A page in a fresh context at `width`, with the tests' timeout; returns (context, page, page errors)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return context, page, errors
+
+
+def readout(page, key: str):
+    """The value text of the readout card `key` (a summary key)."""
+    return page.locator(f'[data-readout="{key}"] .readout-value')

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium, panel_serve
+from tests.explorable.served_app import (ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium,
+                                         panel_serve, readout)
 
 pytestmark = pytest.mark.browser
 
@@ -47,10 +48,6 @@ def page(browser):
     pg.wait_for_timeout(500)
     context.close()
     assert not errors, errors
-
-
-def readout(page, key: str):
-    return page.locator(f'[data-readout="{key}"] .readout-value')
 
 
 def value(page, key: str) -> float:

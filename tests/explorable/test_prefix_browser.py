@@ -9,7 +9,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from engine import RunConfig, simulate
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, TIMEOUT_MS, chromium, panel_serve
+from tests.explorable.served_app import (ARTIFACTS, CHROMIUM, TIMEOUT_MS, chromium, new_page, panel_serve,
+                                         readout)
 
 pytestmark = pytest.mark.browser
 
@@ -28,19 +29,6 @@ def server():
 def browser():
     with chromium(sync_api) as b:
         yield b
-
-
-def new_page(browser, width: int):
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    return context, page, errors
-
-
-def readout(page, key: str):
-    return page.locator(f'[data-readout="{key}"] .readout-value')
 
 
 def test_the_switch_and_a_step_show_the_cache_readout_legend_and_url(server, browser):
