@@ -75,11 +75,16 @@ def shared_sweep(cfg: RunConfig, name: str, values) -> dict[str, np.ndarray]:
 def _curve_figure(x_label, ticks, tick_labels):
     fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
                  output_backend=BACKEND, min_border_left=56, min_border_right=16, y_range=Range1d(0, 1))
-    fig.xaxis.axis_label = x_label
-    fig.yaxis.axis_label = "output tokens/s"
+    style_axes(fig, x_label, "output tokens/s")
     fig.xaxis.ticker = FixedTicker(ticks=list(ticks))
     fig.xaxis.major_label_overrides = {t: lab for t, lab in zip(ticks, tick_labels)}
     fig.yaxis.formatter = NumeralTickFormatter(format="0,0")
+    return fig
+
+
+def style_axes(fig, x_label: str, y_label: str) -> None:
+    """The explorable's chart style: labelled axes in muted text, rule-coloured lines and grid, no outline."""
+    fig.xaxis.axis_label, fig.yaxis.axis_label = x_label, y_label
     for axis in (fig.xaxis, fig.yaxis):
         axis.axis_label_text_font_style = "normal"
         axis.axis_label_text_color = palette.MUTED
@@ -88,10 +93,8 @@ def _curve_figure(x_label, ticks, tick_labels):
         axis.axis_line_color = palette.RULE
         axis.minor_tick_line_color = None
     fig.outline_line_color = None
-    fig.xgrid.grid_line_color = palette.RULE
-    fig.ygrid.grid_line_color = palette.RULE
+    fig.xgrid.grid_line_color = fig.ygrid.grid_line_color = palette.RULE
     fig.xgrid.grid_line_alpha = fig.ygrid.grid_line_alpha = 0.6
-    return fig
 
 
 class _Curve:

@@ -20,6 +20,7 @@ from engine import RunConfig
 from engine.rate_sweep import default_rates, sweep_rates
 from explorable import palette, runs
 from explorable.assets import stylesheet
+from explorable.curves import style_axes
 from explorable.lanes import BACKEND
 from explorable.state import ExplorableState
 
@@ -58,20 +59,6 @@ def is_known(cfg: RunConfig) -> bool:
         return sweep_key(cfg) in _SWEEPS
 
 
-def _style(fig, x_label: str, y_label: str) -> None:
-    fig.xaxis.axis_label, fig.yaxis.axis_label = x_label, y_label
-    for axis in (fig.xaxis, fig.yaxis):
-        axis.axis_label_text_font_style = "normal"
-        axis.axis_label_text_color = palette.MUTED
-        axis.axis_label_text_font_size = "11px"
-        axis.major_label_text_color = palette.MUTED
-        axis.axis_line_color = palette.RULE
-        axis.minor_tick_line_color = None
-    fig.outline_line_color = None
-    fig.xgrid.grid_line_color = fig.ygrid.grid_line_color = palette.RULE
-    fig.xgrid.grid_line_alpha = fig.ygrid.grid_line_alpha = 0.6
-
-
 class TrafficCurve(pn.viewable.Viewer):
     """Requests served per second, and p99 TTFT / TPOT, against the offered request rate."""
 
@@ -101,7 +88,7 @@ class TrafficCurve(pn.viewable.Viewer):
     def _served_figure(self):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
                      output_backend=BACKEND, min_border_left=56, min_border_right=16, y_range=Range1d(0, 1))
-        _style(fig, "offered request rate (req/s)", "requests served / s")
+        style_axes(fig, "offered request rate (req/s)", "requests served / s")
         fig.line("rate", "rate", source=self.source, line_color=palette.RULE, line_dash="dashed")  # keeping up
         fig.line("rate", "served", source=self.source, line_color=palette.CURVE, line_width=2)
         dots = fig.scatter("rate", "served", source=self.source, size=5, fill_color="white", line_color=palette.CURVE)
@@ -117,7 +104,7 @@ class TrafficCurve(pn.viewable.Viewer):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", y_axis_type="log",
                      toolbar_location=None, tools="", output_backend=BACKEND, min_border_left=56,
                      min_border_right=16, y_range=Range1d(1, 10))
-        _style(fig, "offered request rate (req/s)", "p99 latency (ms)")
+        style_axes(fig, "offered request rate (req/s)", "p99 latency (ms)")
         ttft = fig.line("rate", "ttft", source=self.source, line_color=palette.CURVE, line_width=2)
         tpot = fig.line("rate", "tpot", source=self.source, line_color=TPOT_COLOUR, line_width=2)
         dots = fig.scatter("rate", "ttft", source=self.source, size=5, fill_color="white", line_color=palette.CURVE)
