@@ -35,38 +35,43 @@ class RequestTiming:
 
 
 @njit(cache=CACHE_COMPILED, nogil=True)
-def _walk_tokens(pass_end, samples, num_requests):
-    """One pass over the tokens in the order produced: each request's first and last token time, token
-    count, longest gap, and every gap (with its request)."""
+def _walk_tokens(pass_end, per_pass, sampled, num_requests):
+    """One pass over the tokens in the order produced (pass p sampled the next per_pass[p] of `sampled`): each
+    request's first and last token time, token count, longest gap, and every gap (with its request)."""
     first = np.full(num_requests, np.nan)
     last = np.full(num_requests, np.nan)
     worst = np.full(num_requests, np.nan)
     count = np.zeros(num_requests, dtype=np.int64)
-    n = samples.shape[0]
+    n = sampled.shape[0]
     itl = np.empty(max(n - num_requests, 0) + num_requests, dtype=np.float64)
     owner = np.empty(itl.shape[0], dtype=np.int64)
     k = 0
-    for i in range(n):
-        r = samples[i, 1]
-        t = pass_end[samples[i, 0]]
-        if count[r] == 0:
-            first[r] = t
-        else:
-            gap = t - last[r]
-            itl[k] = gap
-            owner[k] = r
-            k += 1
-            if not gap <= worst[r]:  # NaN (no gap yet) or a longer one
-                worst[r] = gap
-        last[r] = t
-        count[r] += 1
+    i = 0
+    for p in range(per_pass.shape[0]):
+        t = pass_end[p]
+        for r in sampled[i:i + per_pass[p]]:
+            if count[r] == 0:
+                first[r] = t
+            else:
+                gap = t - last[r]
+                itl[k] = gap
+                owner[k] = r
+                k += 1
+                if not gap <= worst[r]:  # NaN (no gap yet) or a longer one
+                    worst[r] = gap
+            last[r] = t
+            count[r] += 1
+        i += per_pass[p]
     return first, last, worst, count, itl[:k], owner[:k]
 
 
-def request_timing(arrival: np.ndarray, pass_end: np.ndarray, samples: np.ndarray, num_requests: int) -> RequestTiming:
-    """Timing of every request from its arrival, the passes' end times and the sampled tokens (pass, request)."""
-    first, last, worst, counts, itl, owner = _walk_tokens(np.ascontiguousarray(pass_end, dtype=np.float64),
-                                                          np.ascontiguousarray(samples, dtype=np.int64), num_requests)
+def request_timing(arrival: np.ndarray, pass_end: np.ndarray, per_pass: np.ndarray, sampled: np.ndarray,
+                   num_requests: int) -> RequestTiming:
+    """Timing of every request from its arrival, the passes' end times, each pass's output token count and the
+    request of each output token in the order produced."""
+    first, last, worst, counts, itl, owner = _walk_tokens(
+        np.ascontiguousarray(pass_end, dtype=np.float64), np.ascontiguousarray(per_pass, dtype=np.int64),
+        np.ascontiguousarray(sampled, dtype=np.int32), num_requests)
     ttft = first - arrival
     e2el = last - arrival
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -109,15 +109,16 @@ def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
 
 
 def trace_from_tables(cfg: RunConfig, workload: Workload, passes: np.ndarray, seconds: np.ndarray,
-                      events: np.ndarray, tables, starts: np.ndarray, samples: np.ndarray, arrivals: np.ndarray,
+                      events: np.ndarray, tables, starts: np.ndarray, sampled: np.ndarray, arrivals: np.ndarray,
                       **measured) -> Trace:
-    """The Trace of a finished run, from the core's record of it (pass starts, sampled tokens, arrivals)."""
+    """The Trace of a finished run, from the core's record of it (pass starts, the request of each output token
+    in the order produced, arrivals)."""
     req, state = tables[0], tables[1]
     if int(state[core.NUM_FINISHED]) != workload.num_requests:
         raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
     return Trace(cfg, workload, passes, seconds, events, req.copy(), format_digest(int(state[core.DIGEST])),
                  starts=starts if len(arrivals) else None,  # all at once: back to back, derived from durations
-                 samples=samples, arrivals=arrivals, **measured)
+                 sampled=sampled, arrivals=arrivals, **measured)
 
 
 class Scheduler:
@@ -234,9 +235,7 @@ class Scheduler:
     def trace(self, **measured) -> Trace:
         """What the run did so far, as a Trace (measured=True, live=... for a run on a GPU)."""
         p = self.num_passes
-        samples = self._samples[:p]
-        token_pass = np.repeat(np.arange(p, dtype=np.int64), [len(s) for s in samples])
-        token_req = np.concatenate(samples).astype(np.int64) if samples else np.zeros(0, dtype=np.int64)
+        sampled = (np.concatenate(self._samples[:p]) if p else np.zeros(0)).astype(np.int32)  # as the core logs them
         return trace_from_tables(self.config, self.workload, self._passes[:p].copy(), self._seconds[:p].copy(),
                                  self._events[:self._num_events].copy(), self._tables, self._starts[:p].copy(),
-                                 np.stack([token_pass, token_req], axis=1), self.arrivals, **measured)
+                                 sampled, self.arrivals, **measured)

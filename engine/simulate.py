@@ -63,12 +63,12 @@ def simulate(cfg: RunConfig) -> Trace:
     workload = cfg.build_workload()
     check_servable(cfg, workload)
     arrivals = cfg.arrival_times(workload)
-    passes, seconds, events, tables, starts, samples = core.run_to_completion(
+    passes, seconds, events, tables, starts, sampled = core.run_to_completion(
         scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
         workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals, workload.dense_groups(),
         workload.prefix_len,
     )
-    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, samples, arrivals)
+    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, sampled, arrivals)
 
 
 def simulate_stepwise(cfg: RunConfig) -> Trace:

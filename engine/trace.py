@@ -74,7 +74,8 @@ class Trace:
     measured: bool = False  # True when durations were read off a GPU
     live: LiveStats | None = None  # what a live run measured besides the durations
     starts: np.ndarray | None = None  # each pass's start (s); None: back to back from 0 s
-    samples: np.ndarray | None = None  # int64 [output tokens, 2]: (pass, request) of each token, as produced
+    # The request of each output token in the order produced (pass p's are the next output_per_pass[p]).
+    sampled: np.ndarray | None = None
     arrivals: np.ndarray | None = None  # each request's arrival (s); None or empty: all at 0 s
     # Per event, the tokens an ADMIT/RESUME was served from the prefix cache (0 for every other event).
     event_cached: np.ndarray | None = None
@@ -161,15 +162,23 @@ class Trace:
         return out
 
     @property
+    def samples(self) -> np.ndarray | None:
+        """int64 [output tokens, 2]: (pass, request) of each output token, in the order produced."""
+        if self.sampled is None:
+            return None
+        return np.stack([np.repeat(np.arange(self.num_passes), self.output_per_pass), self.sampled], axis=1)
+
+    @property
     def arrives_over_time(self) -> bool:
         return bool(self.arrival_s.any())
 
     def timing(self) -> RequestTiming:
         """Per-request TTFT, TPOT, E2EL and ITL gaps (engine.latency), computed once per trace."""
         if self._timing is None:
-            if self.samples is None:
+            if self.sampled is None:
                 raise ValueError("this trace has no record of sampled tokens")
-            self._timing = request_timing(self.arrival_s, self.pass_end, self.samples, self.workload.num_requests)
+            self._timing = request_timing(self.arrival_s, self.pass_end, self.output_per_pass, self.sampled,
+                                          self.workload.num_requests)
         return self._timing
 
     # -- summary ----------------------------------------------------------------------------------
@@ -209,7 +218,7 @@ class Trace:
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
             **self._cache_summary(),
-            **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.samples is not None else {}),
+            **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.sampled is not None else {}),
         }
 
     def _cache_summary(self) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from kernels.heap import keep_freed_heap
 
 keep_freed_heap()  # a run's tables reuse the last run's pages (see kernels/heap.py)
 
-# Per-request columns of the `req` table.
-(PROMPT, OUTPUT, RESERVE, COMPUTED, GENERATED, HELD, STATUS, PREEMPTS, HIGH_WATER, RECOMPUTED, RECOMPUTED_PROMPT,
- TABLE_START, GROUP_BASE, PREFIX_LEN, NUM_CACHED, MOST_COMPUTED, CACHE_HITS) = range(17)
+# Per-request columns of the `req` table; those every pass reads come first (one cache line of a row).
+(PROMPT, OUTPUT, COMPUTED, GENERATED, HELD, STATUS, HIGH_WATER, NUM_CACHED, MOST_COMPUTED, TABLE_START, RESERVE,
+ PREEMPTS, RECOMPUTED, RECOMPUTED_PROMPT, GROUP_BASE, PREFIX_LEN, CACHE_HITS) = range(17)
 NUM_REQ_FIELDS = 17
 # Prefix caching: GROUP_BASE is the content id of block 0 of the request's prefix group (-1: none), PREFIX_LEN
 # how many leading prompt tokens it shares with its group, NUM_CACHED how many of its blocks carry a hash,
@@ -126,8 +126,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
     state[ARRIVED] = n
     queues = np.zeros((2, n), dtype=np.int64)
     queues[WAIT_Q] = np.arange(n)
-    if params[P_PREFIX_CACHING] == 0:
-        return req, state, queues, np.zeros(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
+    if params[P_PREFIX_CACHING] == 0:  # (the ring and the tables are written before they are read)
+        return req, state, queues, np.empty(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
     # Content ids: each prefix group's full prefix blocks, then every request's own blocks (by table slot).
     groups = 0
     for i in range(n):
@@ -143,7 +143,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
     state[OWN_CIDS] = group_base[groups]
     state[CACHE_AT] = start
     contents = state[OWN_CIDS] + start - cap
-    blocks = np.zeros(start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents, dtype=np.int64)
+    blocks = np.empty(start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents, dtype=np.int64)
+    blocks[start:] = 0
     blocks[start + R_HASH:start + NUM_BLOCK_REGIONS * (cap + 1):NUM_BLOCK_REGIONS] = -1
     return req, state, queues, blocks
 
@@ -628,6 +629,8 @@ def _pass_row(params, req, state, out, counts, passes, p):
         passes[p, PASS_LOOKUP_HITS] = counts[N_HITS]
         state[LOOKUP_QUERIES] += counts[N_QUERIES]
         state[LOOKUP_HITS] += counts[N_HITS]
+    else:
+        passes[p, PASS_CACHED] = passes[p, PASS_LOOKUP_QUERIES] = passes[p, PASS_LOOKUP_HITS] = 0
 
 
 # begin_pass, end_pass and pass_seconds are compiled without numba's reference counting (_nrt=False): the
@@ -647,6 +650,7 @@ def _emit(events, n_ev, p, out, which, count, kind):
         events[n_ev, 0] = p
         events[n_ev, 1] = out[which, k]
         events[n_ev, 2] = kind
+        events[n_ev, 3] = 0
         n_ev += 1
     return n_ev
 
@@ -679,7 +683,7 @@ def hold_arrivals(state):
     state[ARRIVED] = 0
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def add_arrivals(arrival, state, queues, now):
     """vLLM's engine loop between two steps: every request that has arrived by `now` joins the tail of
     waiting (in id order, ids being arrival order). With nothing running or waiting the clock first jumps
@@ -730,7 +734,8 @@ def pass_seconds(cost, out, n_sched):
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def grow_rows(a, rows):
-    out = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
+    """`a` with room for `rows` rows (the new ones uninitialised: every table grown here is written before read)."""
+    out = np.empty((rows,) + a.shape[1:], dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
@@ -742,7 +747,8 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
 
     `arrival` holds each request's arrival time (s, nondecreasing); empty: all queued at t = 0.
     Returns (pass table, pass seconds, events (pass, request, kind, cached), (req, state, queues, blocks),
-    pass start times, sampled tokens (pass, request) in the order they were produced).
+    pass start times, the request of each output token in the order produced: pass p's are the next
+    passes[p, PASS_OUTPUT]).
     """
     req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group,
                                             prefix_len)
@@ -751,11 +757,11 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
         hold_arrivals(state)
     out = np.zeros((NUM_OUT_ROWS, n_req), dtype=np.int64)
     counts = np.zeros(NUM_COUNTS, dtype=np.int64)
-    passes = np.zeros((1024, NUM_PASS_FIELDS), dtype=np.int64)
-    seconds = np.zeros(1024, dtype=np.float64)
-    starts = np.zeros(1024, dtype=np.float64)
-    events = np.zeros((8 * n_req + 16, NUM_EVENT_FIELDS), dtype=np.int64)
-    samples = np.zeros((output_len.sum(), 2), dtype=np.int64)  # every request samples exactly its output
+    passes = np.empty((1024, NUM_PASS_FIELDS), dtype=np.int64)  # every row is written in full before it is read
+    seconds = np.empty(1024, dtype=np.float64)
+    starts = np.empty(1024, dtype=np.float64)
+    events = np.empty((8 * n_req + 16, NUM_EVENT_FIELDS), dtype=np.int64)
+    sampled = np.empty(output_len.sum(), dtype=np.int32)  # every request samples exactly its output
     n_ev = 0
     n_tok = 0
     now = 0.0
@@ -767,19 +773,19 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
             starts = grow_rows(starts, 2 * p)
         if n_ev + 5 * n_req > events.shape[0]:
             events = grow_rows(events, 2 * events.shape[0] + 5 * n_req)
-        now = add_arrivals(arrival, state, queues, now)
+        if arrival.shape[0] > 0:
+            now = add_arrivals(arrival, state, queues, now)
         starts[p] = now
         begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
         seconds[p] = pass_seconds(cost, out, counts[N_SCHED])
         for k in range(counts[N_SCHED]):
             if out[OUT_SAMPLE, k]:
-                samples[n_tok, 0] = p
-                samples[n_tok, 1] = out[OUT_REQ, k]
+                sampled[n_tok] = out[OUT_REQ, k]
                 n_tok += 1
         n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
         now += seconds[p]
         p += 1
-    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], samples[:n_tok]
+    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], sampled[:n_tok]
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
