@@ -154,10 +154,13 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
 # caller: the hot loops stay small and a cold start compiles the caching code once.
 # Those that take arrays are compiled without reference counting, as begin_pass is (see there): they never
 # allocate, and the incref/decref of each array argument on each call is pure cost.
+# Loops keep what they read of `state` in locals: a store into `blocks` may alias `state` as far as the
+# compiler knows, so it would otherwise reload every scalar after every store.
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
-def _reg(state, region, b):
-    """Index in `blocks` of block b's entry in a caching region (a block's entries sit together: one cache line)."""
-    return state[CACHE_AT] + b * NUM_BLOCK_REGIONS + region
+def _reg(base, region, b):
+    """Index in `blocks` of block b's entry in a caching region, base = state[CACHE_AT] (a block's entries sit
+    together: one cache line)."""
+    return base + b * NUM_BLOCK_REGIONS + region
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -167,37 +170,25 @@ def _chead(state, cid):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
-def _content_id(params, req, state, r, j):
-    """The identity of request r's full block j: its group's block j while wholly inside the shared prefix,
-    else its own (what vLLM's chained block hash distinguishes)."""
-    if req[r, GROUP_BASE] >= 0 and (j + 1) * params[P_BLOCK_SIZE] <= req[r, PREFIX_LEN]:
-        return req[r, GROUP_BASE] + j
-    return state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP] + j
-
-
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
-def _free_append(state, blocks, b):
-    """Block b to the tail of the free queue (it keeps its hash until reused)."""
-    tail = state[FREE_TAIL]
-    blocks[_reg(state, R_FNEXT, b)] = 0
-    blocks[_reg(state, R_FPREV, b)] = tail
-    if tail:
-        blocks[_reg(state, R_FNEXT, tail)] = b
-    else:
-        state[FREE_HEAD] = b
-    state[FREE_TAIL] = b
+def _content_ids(params, req, state, r):
+    """How request r's full blocks are identified (what vLLM's chained block hash distinguishes): block j is
+    its group's block j (content id group + j) while j < shared, wholly inside the shared prefix; else its
+    own (own + j)."""
+    shared = req[r, PREFIX_LEN] // params[P_BLOCK_SIZE] if req[r, GROUP_BASE] >= 0 else 0
+    return shared, req[r, GROUP_BASE], state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP]
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _free_remove(state, blocks, b):
-    prev = blocks[_reg(state, R_FPREV, b)]
-    nxt = blocks[_reg(state, R_FNEXT, b)]
+    base = state[CACHE_AT]
+    prev = blocks[_reg(base, R_FPREV, b)]
+    nxt = blocks[_reg(base, R_FNEXT, b)]
     if prev:
-        blocks[_reg(state, R_FNEXT, prev)] = nxt
+        blocks[_reg(base, R_FNEXT, prev)] = nxt
     else:
         state[FREE_HEAD] = nxt
     if nxt:
-        blocks[_reg(state, R_FPREV, nxt)] = prev
+        blocks[_reg(base, R_FPREV, nxt)] = prev
     else:
         state[FREE_TAIL] = prev
 
@@ -205,21 +196,22 @@ def _free_remove(state, blocks, b):
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _uncache(state, blocks, b):
     """Drop block b's hash (lazy eviction, as it is reused)."""
-    cid = blocks[_reg(state, R_HASH, b)]
+    base = state[CACHE_AT]
+    cid = blocks[_reg(base, R_HASH, b)]
     if cid < 0:
         return
-    prev = blocks[_reg(state, R_HPREV, b)]
-    nxt = blocks[_reg(state, R_HNEXT, b)]
+    prev = blocks[_reg(base, R_HPREV, b)]
+    nxt = blocks[_reg(base, R_HNEXT, b)]
     head = _chead(state, cid)
     if prev:
-        blocks[_reg(state, R_HNEXT, prev)] = nxt
+        blocks[_reg(base, R_HNEXT, prev)] = nxt
     else:
         blocks[head] = nxt
     if nxt:
-        blocks[_reg(state, R_HPREV, nxt)] = prev
+        blocks[_reg(base, R_HPREV, nxt)] = prev
     else:
         blocks[head + 1] = prev
-    blocks[_reg(state, R_HASH, b)] = -1
+    blocks[_reg(base, R_HASH, b)] = -1
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -227,16 +219,19 @@ def _cache_full_blocks(params, req, state, blocks, r, tokens):
     """Give a hash to each of r's blocks that `tokens` computed tokens fill and that has none yet."""
     full = tokens // params[P_BLOCK_SIZE]
     start = req[r, TABLE_START]
+    base = state[CACHE_AT]
+    heads = _chead(state, 0)
+    shared, group, own = _content_ids(params, req, state, r)
     for j in range(req[r, NUM_CACHED], full):
         b = blocks[start + j]
-        cid = _content_id(params, req, state, r, j)
-        head = _chead(state, cid)
+        cid = group + j if j < shared else own + j
+        head = heads + 2 * cid
         tail = blocks[head + 1]
-        blocks[_reg(state, R_HASH, b)] = cid
-        blocks[_reg(state, R_HNEXT, b)] = 0
-        blocks[_reg(state, R_HPREV, b)] = tail
+        blocks[_reg(base, R_HASH, b)] = cid
+        blocks[_reg(base, R_HNEXT, b)] = 0
+        blocks[_reg(base, R_HPREV, b)] = tail
         if tail:
-            blocks[_reg(state, R_HNEXT, tail)] = b
+            blocks[_reg(base, R_HNEXT, tail)] = b
         else:
             blocks[head] = b
         blocks[head + 1] = b
@@ -249,15 +244,18 @@ def _lookup(params, req, state, blocks, r, num_tokens):
     """vLLM's find_longest_cache_hit: r's leading blocks that some block holds now, at most num_tokens - 1
     tokens' worth. Writes the hits into r's (empty) table; returns (hit blocks, hits sitting in the free queue)."""
     start = req[r, TABLE_START]
+    base = state[CACHE_AT]
+    heads = _chead(state, 0)
+    shared, group, own = _content_ids(params, req, state, r)
     hits = 0
     evictable = 0
     for j in range((num_tokens - 1) // params[P_BLOCK_SIZE]):
-        b = blocks[_chead(state, _content_id(params, req, state, r, j))]
+        b = blocks[heads + 2 * (group + j if j < shared else own + j)]
         if b == 0:
             break
         blocks[start + j] = b
         hits += 1
-        if blocks[_reg(state, R_REF, b)] == 0:
+        if blocks[_reg(base, R_REF, b)] == 0:
             evictable += 1
     return hits, evictable
 
@@ -268,7 +266,7 @@ def _touch_hits(req, state, blocks, r, hits):
     start = req[r, TABLE_START]
     for j in range(hits):
         b = blocks[start + j]
-        at = _reg(state, R_REF, b)
+        at = _reg(state[CACHE_AT], R_REF, b)
         if blocks[at] == 0:
             _free_remove(state, blocks, b)
         else:
@@ -282,16 +280,20 @@ def _touch_hits(req, state, blocks, r, hits):
 def _take_blocks_cached(params, req, state, blocks, r, count):
     """`count` blocks from the head of the free queue (never-used ids first), each dropping its old hash."""
     start = req[r, TABLE_START] + req[r, HELD]
+    base = state[CACHE_AT]
+    fresh = state[NEXT_FRESH]
+    usable = params[P_USABLE_BLOCKS]
     for j in range(count):
-        if state[NEXT_FRESH] <= params[P_USABLE_BLOCKS]:
-            b = state[NEXT_FRESH]
-            state[NEXT_FRESH] += 1
+        if fresh <= usable:
+            b = fresh
+            fresh += 1
         else:
             b = state[FREE_HEAD]
             _free_remove(state, blocks, b)
             _uncache(state, blocks, b)
-        blocks[_reg(state, R_REF, b)] = 1
+        blocks[_reg(base, R_REF, b)] = 1
         blocks[start + j] = b
+    state[NEXT_FRESH] = fresh
     req[r, HELD] += count
 
 
@@ -300,17 +302,25 @@ def _release_blocks_cached(req, state, blocks, r):
     """vLLM's free: r's blocks last first, one reference fewer each; those left unreferenced go to the tail
     of the free queue with their hashes (so a request's prefix outlives its tail)."""
     start = req[r, TABLE_START]
+    base = state[CACHE_AT]
+    tail = state[FREE_TAIL]
     freed = 0
     for j in range(req[r, HELD] - 1, -1, -1):
         b = blocks[start + j]
-        at = _reg(state, R_REF, b)
+        at = _reg(base, R_REF, b)
         blocks[at] -= 1
         if blocks[at] == 0:
-            _free_append(state, blocks, b)
+            blocks[_reg(base, R_FNEXT, b)] = 0
+            blocks[_reg(base, R_FPREV, b)] = tail
+            if tail:
+                blocks[_reg(base, R_FNEXT, tail)] = b
+            else:
+                state[FREE_HEAD] = b
+            tail = b
             freed += 1
-        else:
-            state[SHARED_BLOCKS] -= 1
+    state[FREE_TAIL] = tail
     state[FREE_BLOCKS] += freed
+    state[SHARED_BLOCKS] -= req[r, HELD] - freed
     req[r, HELD] = 0
     req[r, NUM_CACHED] = 0
 
