@@ -6,10 +6,12 @@ until the readouts' text has changed on screen:
   stop      a --max-num-seqs stop button (64 <-> 256)
   slider    a pool_gib slider release (one arrow key on its handle: 16 <-> 16.5 GiB)
   toggle    the KV cache allocation toggle (on demand <-> reserve up front)
-  step      a guided step (it sets several controls at once)
+  step      a guided step (it sets several controls at once; with traffic on, the steps under traffic)
 and, from Chrome's own counters (CDP `Performance.getMetrics`), the browser's work per update: the
 deltas of TaskDuration, ScriptDuration, RecalcStyleDuration, LayoutDuration, RecalcStyleCount and Nodes
 from just before the click until the page has been quiet (no websocket frame) for --quiet seconds.
+With --query, every change starts from that URL state (with traffic on: the latency readouts, the
+request-rate curve and lanes with arrivals update too, and all of the readouts are watched).
 Every figure is a median and a 95th percentile over --repeats changes of each kind (after one unmeasured
 warm-up change). Goals on 2 cores: p95 <= 300 ms for every kind; browser work (TaskDuration) <= 150 ms
 per update (median).
@@ -31,6 +33,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import numpy as np
 
@@ -40,42 +43,68 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 METRICS = ("TaskDuration", "ScriptDuration", "RecalcStyleDuration", "LayoutDuration", "RecalcStyleCount", "Nodes")
 
-# Finds an element through every shadow root (Panel renders each component in one), remembering the
-# root it was found in so a poll costs one querySelector.
+# Finds elements through every shadow root (Panel renders each component in one). Matches may sit in several
+# roots (with traffic on, the latency readouts are a pane of their own beside the six): every root that holds
+# one is remembered, so a poll costs one querySelectorAll per such root, and the roots are searched again
+# when one of them has left the page.
 FIND_JS = """
 window.__cbFind = (selector) => {
-  const cached = window.__cbRoots && window.__cbRoots[selector];
-  if (cached && cached.isConnected !== false) {
-    const hit = cached.querySelectorAll(selector);
-    if (hit.length) return [...hit];
+  window.__cbRoots = window.__cbRoots || {};
+  const cached = window.__cbRoots[selector];
+  if (cached && cached.every(root => root.isConnected !== false)) {
+    const hits = cached.flatMap(root => [...root.querySelectorAll(selector)]);
+    if (hits.length) return hits;
   }
-  const stack = [document];
+  const stack = [document], roots = [], hits = [];
   while (stack.length) {
     const root = stack.pop();
-    const hit = root.querySelectorAll(selector);
-    if (hit.length) {
-      window.__cbRoots = window.__cbRoots || {};
-      window.__cbRoots[selector] = root.host ? root : document;
-      return [...hit];
+    const found = root.querySelectorAll(selector);
+    if (found.length) {
+      roots.push(root);
+      hits.push(...found);
     }
     for (const el of root.querySelectorAll('*')) if (el.shadowRoot) stack.push(el.shadowRoot);
   }
-  return [];
+  if (roots.length) window.__cbRoots[selector] = roots;
+  return hits;
 };
 window.__cbReadouts = () => window.__cbFind('[data-readout] .readout-value, [data-readout] .readout-delta')
   .map(e => e.textContent).join('|');
 """
 
-# Starts watching the readouts; resolves with the ms from now until their text differs.
+# Starts watching the readouts; resolves with the ms from now until their new text has been drawn: the first
+# DOM change to the readouts that alters their text, then the frame that paints it. Mutation observers on
+# the roots that hold readouts see the change when it happens at no cost in between (polling every few ms
+# was itself a large share of the browser's work while it waited); a slow poll covers a readout pane that
+# Bokeh re-rendered into a new root.
 ARM_JS = """(timeoutMs) => {
   const before = window.__cbReadouts();
   const t0 = performance.now();
+  const roots = window.__cbRoots['[data-readout] .readout-value, [data-readout] .readout-delta'] || [];
   window.__cbDone = new Promise((resolve) => {
+    let seen = false, timer = null;
+    const observers = [];
+    const stop = () => { clearTimeout(timer); observers.forEach(o => o.disconnect()); };
+    const check = () => {
+      if (seen || window.__cbReadouts() === before) return seen;
+      seen = true;
+      stop();
+      // Changed: the time is taken once the frame that draws the new text has been rendered.
+      requestAnimationFrame(() => setTimeout(() => resolve(performance.now() - t0), 0));
+      return true;
+    };
+    for (const root of roots) {
+      const observer = new MutationObserver(check);
+      observer.observe(root, {subtree: true, childList: true, characterData: true});
+      observers.push(observer);
+    }
     const poll = () => {
-      const now = performance.now();
-      if (window.__cbReadouts() !== before) return resolve(now - t0);
-      if (now - t0 > timeoutMs) return resolve(-1);
-      setTimeout(poll, 2);
+      if (check()) return;
+      if (performance.now() - t0 > timeoutMs) {
+        stop();
+        return resolve(-1);
+      }
+      timer = setTimeout(poll, 50);
     };
     poll();
   });
@@ -161,8 +190,14 @@ class Feel:
         return ms, {k: after[k] - before[k] for k in METRICS}
 
 
-def actions(page):
-    """Each kind of change as a list of actions that alternate between two (or more) states."""
+def traffic_on(query: str) -> bool:
+    """Whether a --query state has requests arriving over time (the steps then walk the traffic steps)."""
+    return parse_qs(query).get("arrival", ["all-at-once"])[-1] != "all-at-once"
+
+
+def actions(page, traffic: bool = False):
+    """Each kind of change as a list of actions that alternate between two (or more) states. With traffic on,
+    the guided steps are the steps under traffic: the article's steps would switch traffic off."""
     def button(css: str, label: str):
         loc = page.locator(f"{css} button").filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
         return lambda: loc.click()
@@ -171,8 +206,14 @@ def actions(page):
         handle = page.locator(f"{css} .noUi-handle")
         return lambda: (handle.focus(), page.keyboard.press(which))
 
-    steps = [button(".step-button", f"{i}. {t}") for i, t in
-             ((2, "Cap at 64"), (3, "Static batching"), (4, "Reserve up front"), (7, "Memory wall"), (1, "As shipped"))]
+    if traffic:
+        steps = [button(".traffic-step-button", f"{i}. {t}") for i, t in
+                 ((1, "Traffic arrives"), (2, "Past the knee"), (3, "A cap buys smooth tokens"),
+                  (4, "Smaller chunks, steadier streams"), (5, "A preemption is a stall"))]
+    else:
+        steps = [button(".step-button", f"{i}. {t}") for i, t in
+                 ((2, "Cap at 64"), (3, "Static batching"), (4, "Reserve up front"), (7, "Memory wall"),
+                  (1, "As shipped"))]
     return {
         "stop": [button(".stop-max_num_seqs", "64"), button(".stop-max_num_seqs", "256")],
         "slider": [key(".ctl-pool_gib", "ArrowRight"), key(".ctl-pool_gib", "ArrowLeft")],
@@ -181,19 +222,20 @@ def actions(page):
     }
 
 
-def open_page(page, url: str) -> float:
-    """Open a fresh page at the defaults; seconds until its readouts and lanes are drawn."""
+def open_page(page, url: str, timeout: float) -> float:
+    """Open a fresh page; seconds until its readouts and lanes are drawn (the first page of a fresh server
+    may wait `timeout` s for the simulator to be prepared and the state's runs computed)."""
     t0 = time.perf_counter()
-    page.goto(url)
-    page.locator('[data-readout="throughput_tok_s"] .readout-value').wait_for()
-    page.locator(".lane-chart canvas").first.wait_for()
+    page.goto(url, timeout=timeout * 1000)
+    page.locator('[data-readout="throughput_tok_s"] .readout-value').wait_for(timeout=timeout * 1000)
+    page.locator(".lane-chart canvas").first.wait_for(timeout=timeout * 1000)
     page.evaluate(FIND_JS)
     return time.perf_counter() - t0
 
 
-def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float):
+def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float, traffic: bool = False):
     """(latencies, work deltas) of `repeats` changes of one kind after one warm-up, or why it failed."""
-    acts = actions(page)[kind]
+    acts = actions(page, traffic)[kind]
     latency, work = [], []
     for i in range(repeats + 1):
         if time.monotonic() > deadline:
@@ -220,6 +262,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one change may take")
     ap.add_argument("--kinds", default="stop,slider,toggle,step")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds for the whole measurement")
+    ap.add_argument("--load-timeout", type=float, default=120.0,
+                    help="seconds a page may take to open (a fresh server prepares the simulator first)")
     ap.add_argument("--query", default="", help="URL state to start from, e.g. 'arrival=rate&request_rate=8' "
                     "(an update with traffic on)")
     args = ap.parse_args()
@@ -251,9 +295,13 @@ def main() -> int:
             page.set_default_timeout(args.timeout * 1000)
             feel = Feel(page, args.quiet, args.timeout)
             for kind in args.kinds.split(","):
+                url = server.url + (f"?{args.query}" if args.query else "")
                 try:
-                    load_s.append(open_page(page, server.url + (f"?{args.query}" if args.query else "")))
-                    result = measure_kind(feel, page, kind, args.repeats, deadline)
+                    try:
+                        load_s.append(open_page(page, url, args.load_timeout))
+                    except PlaywrightError:  # a first page's websocket lost on a loaded machine: once more
+                        load_s.append(open_page(page, url, args.load_timeout))
+                    result = measure_kind(feel, page, kind, args.repeats, deadline, traffic_on(args.query))
                 except PlaywrightError as exc:  # a control that is not there, a page that broke
                     failed.append(f"{kind}: {str(exc).splitlines()[0]}")
                     continue

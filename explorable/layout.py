@@ -21,6 +21,7 @@ from explorable.guide import PREFIX_STEPS, TRAFFIC_STEPS, Guide
 from explorable.lanes import LaneChart
 from explorable.live import LivePanel
 from explorable.logs_view import LogView
+from explorable.paint_fix import same_sheet_kept
 from explorable.readouts import Readouts
 from explorable.traffic_curve import TrafficCurve
 from explorable.state import ExplorableState
@@ -216,6 +217,7 @@ class ExplorableApp(pn.viewable.Viewer):
             styles={"flex": "1 1 560px", "min-width": "0"},
         )
         return pn.Column(
+            same_sheet_kept(),  # first, so that the page's first updates are painted with it
             _header(),
             # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
             pn.FlexBox(sidebar, main, flex_wrap="wrap", sizing_mode="stretch_width", margin=0,
