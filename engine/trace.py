@@ -190,6 +190,12 @@ class Trace:
     def output_tokens(self) -> int:
         return int(self.output_per_pass.sum())
 
+    @property
+    def throughput_tok_s(self) -> float:
+        """Output tokens per second of the run (the summary's figure, without the rest of the summary)."""
+        makespan = self.makespan_s
+        return self.output_tokens / makespan if makespan > 0 else 0.0
+
     def summary(self) -> dict[str, Any]:
         """The figures everything quotes (SUMMARY_KEYS), computed once per trace."""
         if self._summary is None:
@@ -204,7 +210,7 @@ class Trace:
         kv_tokens, concurrency = max_concurrency(self.config)
         makespan = self.makespan_s
         return {
-            "throughput_tok_s": self.output_tokens / makespan if makespan > 0 else 0.0,
+            "throughput_tok_s": self.throughput_tok_s,
             "peak_batch": int(seqs.max()) if self.num_passes else 0,
             "mean_batch": float(seqs.mean()) if self.num_passes else 0.0,
             "preemptions": int(self.preemptions_per_request.sum()),

@@ -39,6 +39,8 @@ def sweep(cfg: RunConfig, name: str, values) -> dict[str, np.ndarray]:
         except runs.RUN_ERRORS:
             ys[i] = math.nan
             continue
+        if not runs.has_throughput(point):
+            background.yield_to_foreground()  # on the worker: a reader's change goes first
         ys[i] = runs.throughput(point)
     return {"x": xs, "y": ys}
 

@@ -21,7 +21,7 @@ from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
 from engine import rate_sweep
-from explorable import budget, runs, traffic_curve
+from explorable import background, budget, runs, traffic_curve
 from explorable.state import FLOAT_CONTROLS
 
 log = logging.getLogger(__name__)
@@ -251,6 +251,7 @@ def protect(doc: Document | None, state: Any = None) -> None:
     apply = doc.apply_json_patch
 
     def guarded_apply_json_patch(patch_json, *, setter=None):
+        background.foreground_busy()  # a reader's message: the curves' worker lets the loop answer it first
         patch, pf = filter_patch(doc, patch_json)
         if pf.dropped:
             # One line per patch at most, and the log filter (log_limits) rate-limits repeats.

@@ -13,7 +13,7 @@ import panel as pn
 import param
 from panel.reactive import Syncable
 
-from explorable import budget, health, links, log_limits, projector, startup, url
+from explorable import background, budget, health, links, log_limits, projector, startup, url
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -50,8 +50,12 @@ def _one_message_per_browser_event() -> None:
             continue  # a Panel without this hook: updates still work, as several messages
 
         def held(self, doc, *args, _original=original, **kwargs):
-            with pn.io.hold(doc):
-                return _original(self, doc, *args, **kwargs)
+            background.foreground_busy()  # the curves' worker waits while a reader's change is answered
+            try:
+                with pn.io.hold(doc):
+                    return _original(self, doc, *args, **kwargs)
+            finally:
+                background.foreground_busy()
 
         held._explorable_held = True
         setattr(Syncable, name, held)

@@ -35,6 +35,8 @@ def approx_bytes(value: Any) -> int:
     if isinstance(value, dict):
         return sys.getsizeof(value) + sum(approx_bytes(k) + approx_bytes(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
+        if value and set(map(type, value)) == {str}:  # per-request text (the hover): summed in C, not per item
+            return sys.getsizeof(value) + sum(map(sys.getsizeof, value))
         return sys.getsizeof(value) + sum(approx_bytes(v) for v in value)
     return sys.getsizeof(value)
 

@@ -101,3 +101,44 @@ def test_curves_for_a_setting_the_page_has_left_are_not_drawn(served_page):
     assert len(ticks) == 1
     ticks[0]()
     assert curves.by_pool.marker.location == second
+
+
+def test_the_worker_waits_while_the_loop_answers_a_reader(monkeypatch):
+    monkeypatch.setattr(background, "QUIET_S", 0.2)
+    monkeypatch.setattr(background, "MAX_DEFER_S", 5.0)
+    started = []
+    background.foreground_busy()  # a reader's change is being handled now
+    t0 = time.monotonic()
+    background.submit("curves", lambda: (background.yield_to_foreground(), started.append(time.monotonic())),
+                      lambda _r: None)
+    wait_idle()
+    assert started[0] - t0 >= 0.15  # it held back until the loop had been quiet
+    t0 = time.monotonic()
+    background.submit("curves", lambda: (background.yield_to_foreground(), started.append(time.monotonic())),
+                      lambda _r: None)
+    wait_idle()
+    assert started[1] - t0 < 0.15  # a quiet loop: no wait
+
+
+def test_a_busy_loop_delays_the_worker_at_most_max_defer(monkeypatch):
+    monkeypatch.setattr(background, "QUIET_S", 10.0)
+    monkeypatch.setattr(background, "MAX_DEFER_S", 0.3)
+    background.foreground_busy()
+    waited = []
+
+    def work():
+        t0 = time.monotonic()
+        background.yield_to_foreground()
+        waited.append(time.monotonic() - t0)
+
+    background.submit("curves", work, lambda _r: None)
+    wait_idle()
+    assert 0.2 <= waited[0] < 2.0
+
+
+def test_off_the_worker_nothing_waits(monkeypatch):
+    monkeypatch.setattr(background, "QUIET_S", 10.0)
+    background.foreground_busy()
+    t0 = time.monotonic()
+    background.yield_to_foreground()  # the loop itself, or a test without a server, never waits
+    assert time.monotonic() - t0 < 0.1
