@@ -116,11 +116,14 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
         elif kind == Event.FINISH:
             add(r, running_since[r], end[p], palette.CLEAN)
 
+    # Lane by lane, in time order: each column then changes little from one segment to the next (a lane's
+    # next segment starts where the last ended), which the static build's files compress far better.
+    order = np.lexsort((lefts, ys))
     segments = {
-        "y": np.asarray(ys, dtype=np.uint16),
-        "left": np.asarray(lefts, dtype=np.float32),
-        "right": np.asarray(rights, dtype=np.float32),
-        "state": np.asarray(states, dtype=np.uint8),
+        "y": np.asarray(ys, dtype=np.uint16)[order],
+        "left": np.asarray(lefts, dtype=np.float32)[order],
+        "right": np.asarray(rights, dtype=np.float32)[order],
+        "state": np.asarray(states, dtype=np.uint8)[order],
     }
     return segments, admitted_at, preempted_at
 
@@ -270,9 +273,7 @@ def lane_view_data(trace: Trace) -> dict:
     segments = thin_segments(all_segments, float(trace.makespan_s))
     quantum = time_quantum(float(trace.makespan_s))  # finer than a pixel; far fewer bytes to send
     segments = {**segments, **{k: snap(segments[k], quantum).astype(np.float32) for k in ("left", "right")}}
-    # Lane by lane, in time order: each column then changes little from one segment to the next (a lane's
-    # next segment starts where the last ended), which the static build's files compress to a third.
-    order = np.lexsort((segments["left"], segments["y"]))
+    order = np.lexsort((segments["left"], segments["y"]))  # thinning keeps lanes together; times kept in order
     segments = {k: v[order] for k, v in segments.items()}
     n = trace.workload.num_requests
     s = trace.summary()
