@@ -175,9 +175,12 @@ class Controls(pn.viewable.Viewer):
         heading = lambda text: pn.pane.HTML(f"<h3>{text}</h3>", css_classes=["group-heading"],  # noqa: E731
                                             stylesheets=[stylesheet()], margin=(10, 12, 0, 12))
         fixed = [_note(html.escape(self.advanced_note), ("control-note", "fixed-note"))] if self.advanced_note else []
+        # One child: a folded Card hides each of its children as it is drawn, and each hiding lays out the
+        # whole page again (six children cost six page layouts on every page open; one costs one).
         advanced = pn.Card(
-            *fixed, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
-            _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
+            pn.Column(*fixed, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
+                      _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
+                      sizing_mode="stretch_width", margin=0),
             title="Advanced", collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
             css_classes=["advanced"],
         )

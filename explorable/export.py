@@ -257,6 +257,52 @@ def _copy_assets(page_html: str, out: Path) -> str:
     return page_html
 
 
+def page_resources(doc):
+    """Bokeh's and Panel's resources for the page of `doc`, without Bokeh's WebGL bundle unless a plot draws
+    with WebGL (the page draws on canvas)."""
+    from bokeh.resources import Resources
+    from panel.io.resources import Resources as PnResources
+
+    webgl = any(getattr(m, "output_backend", None) == "webgl" for m in doc.models)
+    components = [c for c in Resources(mode="server").components if c != "bokeh-gl" or webgl]
+    return PnResources.from_bokeh(Resources(mode="server", root_url="./", components=components), absolute=True)
+
+
+def unused_files(doc) -> set[str]:
+    """Files (paths under static/, no query) that Bokeh and Panel list for every model class imported but that
+    no model of `doc` uses: es-module-shims for Panel's ESM components, notyf and Font Awesome for its
+    notification area (a static page has no server connection to report on). Each is fetched, parsed and
+    run on every page open before the page draws."""
+    import panel as pn
+    from bokeh.model import Model
+
+    def files(owner, attrs) -> list[str]:
+        out = []
+        for attr in attrs:
+            value = getattr(owner, attr, None)
+            out += [value] if isinstance(value, str) else [f for f in value or [] if isinstance(f, str)]
+        return out
+
+    held = {type(m) for m in doc.models}
+    used: set[str] = set()
+    unused: set[str] = set()
+    for cls in Model.model_class_reverse_map.values():
+        listed = files(cls, ("__javascript__", "__css__"))
+        (used if any(issubclass(h, cls) for h in held) else unused).update(listed)
+    area = pn.state.notifications
+    if area is not None and not any(type(m).__name__ == "NotificationArea" for m in doc.models):
+        unused.update(files(type(area), ("__javascript__", "__css__", "_stylesheets")))
+    norm = lambda f: re.sub(r"^.*?static/", "static/", PANEL_CDN.sub("static/extensions/panel/", f)).split("?")[0]  # noqa: E731
+    return {norm(f) for f in unused} - {norm(f) for f in used}
+
+
+def _drop_unused(page_html: str, unused: set[str]) -> str:
+    """The page without the <script> and <link> tags of `unused` files."""
+    def keep(m: re.Match) -> str:
+        return "" if m.group(2).split("?")[0] in unused else m.group(0)
+    return re.sub(r'<(?:script|link)[^>]*(?:src|href)="(\./)?([^"]+)"[^>]*>(?:</script>)?\n?', keep, page_html)
+
+
 # The page and its projector view (`?projector=1`, as on the served app): each a shell of its own, drawn by the
 # app's own projector code; a link to either with the other's flag goes to the other before anything loads.
 PAGES = (("index.html", False), ("projector.html", True))
@@ -306,8 +352,7 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
 def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
            step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
     """index.html and projector.html: the page at its starting point, its resources, and what the script needs."""
-    from bokeh.resources import Resources
-    from panel.io.resources import Resources as PnResources
+    from panel.config import config as pn_config
     from panel.io.resources import set_resource_mode
     from panel.io.save import file_html
 
@@ -324,10 +369,10 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
         static_page.set_controls(page, {})  # back at the starting point, which the shell draws
         page.state.dismiss_notices()
         static_page.on_change_js(page)
-        resources = PnResources.from_bokeh(Resources(mode="server", root_url="./"), absolute=True)
-        with set_resource_mode("server"):
-            text = file_html(page.doc, resources, TITLE)
-        text = _copy_assets(text, out)
+        # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).
+        with set_resource_mode("server"), pn_config.set(notifications=False):
+            text = file_html(page.doc, page_resources(page.doc), TITLE)
+        text = _copy_assets(_drop_unused(text, unused_files(page.doc)), out)
         other = next(n for n, p in PAGES if p != projector)
         switch = _SWITCH % ("true" if projector else "false", json.dumps(other))
         assert "<head>" in text

@@ -116,11 +116,14 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
         elif kind == Event.FINISH:
             add(r, running_since[r], end[p], palette.CLEAN)
 
+    # Lane by lane, in time order: each column then changes little from one segment to the next (a lane's
+    # next segment starts where the last ended), which the static build's files compress far better.
+    order = np.lexsort((lefts, ys))
     segments = {
-        "y": np.asarray(ys, dtype=np.uint16),
-        "left": np.asarray(lefts, dtype=np.float32),
-        "right": np.asarray(rights, dtype=np.float32),
-        "state": np.asarray(states, dtype=np.uint8),
+        "y": np.asarray(ys, dtype=np.uint16)[order],
+        "left": np.asarray(lefts, dtype=np.float32)[order],
+        "right": np.asarray(rights, dtype=np.float32)[order],
+        "state": np.asarray(states, dtype=np.uint8)[order],
     }
     return segments, admitted_at, preempted_at
 
@@ -152,58 +155,75 @@ def lane_segments(trace: Trace) -> dict[str, np.ndarray]:
     return _walk(trace)[0]
 
 
-def request_details(trace: Trace) -> dict[str, list]:
-    """Per request (row r is request r): prompt and output tokens, when it was admitted and preempted.
+def request_details(trace: Trace) -> dict[str, dict[str, np.ndarray]]:
+    """Per request, what its hover says, as numbers the browser formats (`HOVER_JS`): "rows" (row r is request
+    r) and "times" (each request's listed admission times, then its listed eviction times, from row `first`).
     Sent once per run for the hover, instead of once per segment."""
     _, admitted_at, preempted_at = _walk(trace)
     return _details(trace, admitted_at, preempted_at)
 
 
-def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, list]:
-    return {
+def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, dict[str, np.ndarray]]:
+    listed = [_listed(a) + _listed(p) for a, p in zip(admitted_at, preempted_at)]
+    t = trace.timing()
+    cached = {}
+    for kind, name in ((Event.ADMIT, "cached_admit"), (Event.RESUME, "cached_resume")):
+        mask = trace.events[:, 2] == kind
+        cached[name] = np.bincount(trace.events[mask, 1], weights=trace.event_cached[mask],
+                                   minlength=trace.workload.num_requests).astype(np.int32)
+    rows = {
         "prompt": trace.workload.prompt_len.astype(np.int32),
         "output": trace.workload.output_len.astype(np.int32),
-        "admitted": [_times(a) for a in admitted_at],
-        "preempted": [f"{_times(a)} ({len(a)} time{'s' if len(a) > 1 else ''})" if a else "never"
-                      for a in preempted_at],
-        "latency": _latency_lines(trace),
-        "cached": _cached_lines(trace),
+        "arrival": _hundredths(t.arrival.tolist()),
+        "ttft": _tenths_ms(t.ttft.tolist()), "tpot": _tenths_ms(t.tpot.tolist()), "itl": _tenths_ms(t.worst_itl.tolist()),
+        "admitted": np.asarray([len(a) for a in admitted_at], dtype=np.int32),
+        "preempted": np.asarray([len(p) for p in preempted_at], dtype=np.int32),
+        "first": np.cumsum([0] + [len(x) for x in listed[:-1]]).astype(np.int32),
+        **cached,
     }
+    return {"rows": rows, "times": {"t": _hundredths([x for xs in listed for x in xs])}}
 
 
-def _cached_lines(trace: Trace) -> list[str]:
-    """Per request, the prompt tokens the prefix cache served it (at admission, and on readmission), or ''."""
-    n = trace.workload.num_requests
-    kinds = trace.events[:, 2]
-    out = []
-    for kind, name in ((Event.ADMIT, "at admission"), (Event.RESUME, "on readmission")):
-        mask = kinds == kind
-        out.append((np.bincount(trace.events[mask, 1], weights=trace.event_cached[mask], minlength=n), name))
-    lines = []
-    for r in range(n):
-        parts = [f"{int(v[r]):,} tokens {name}" for v, name in out if v[r] > 0]
-        lines.append("from cache: " + ", ".join(parts) if parts else "")
-    return lines
+def _listed(ts: list[float]) -> list[float]:
+    """The times a hover lists: all, or the first few and the last (`HOVER_JS` puts '...' between)."""
+    return ts if len(ts) <= MAX_LISTED_TIMES else [*ts[:MAX_LISTED_TIMES - 1], ts[-1]]
 
 
-def _latency_lines(trace: Trace) -> list[str]:
-    """Per request, what its user saw: arrival, TTFT, TPOT and the longest wait between two tokens."""
-    t = trace.timing()
-    return [f"arrived at {a:.2f} s; TTFT {_ms(f)}, TPOT {_ms(p)}, worst ITL {_ms(w)}"
-            for a, f, p, w in zip(t.arrival.tolist(), t.ttft.tolist(), t.tpot.tolist(), t.worst_itl.tolist())]
+def _hundredths(seconds: list[float]) -> np.ndarray:
+    """Times in hundredths of a second, rounded as Python's '.2f' rounds (the hover shows them so)."""
+    return np.asarray([int(f"{s:.2f}".replace(".", "")) for s in seconds], dtype=np.int32)
 
 
-def _ms(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "-"
-    return f"{seconds * 1e3:,.0f} ms" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
+def _tenths_ms(seconds: list[float]) -> np.ndarray:
+    """Durations in tenths of a millisecond, rounded as shown: to the millisecond from 0.1 s, to a tenth below;
+    -1 for none (a request that never produced a token)."""
+    out = [-1 if not np.isfinite(s) else 10 * int(f"{s * 1e3:.0f}") if s >= 0.1 else
+           int(f"{s * 1e3:.1f}".replace(".", "")) for s in seconds]
+    return np.asarray(out, dtype=np.int32)
 
 
-def _times(ts: list[float]) -> str:
-    if len(ts) > MAX_LISTED_TIMES:
-        head = ", ".join(f"{t:.2f}" for t in ts[:MAX_LISTED_TIMES - 1])
-        return f"{head}, ..., {ts[-1]:.2f} s"
-    return ", ".join(f"{t:.2f}" for t in ts) + " s"
+# The hover text of request `value`, formatted from `rows` and `times` (request_details) in the browser.
+HOVER_JS = """
+    const d = rows.data, t = times.data.t, r = value;
+    if (d.prompt == null || r >= d.prompt.length) return `request ${r}`;
+    const n = (x) => Number(x).toLocaleString('en-US');
+    const s = (k) => `${Math.floor(k / 100)}.${String(k % 100).padStart(2, '0')}`;
+    const ms = (q) => q < 0 ? '-' : q >= 1000 ? `${n(q / 10)} ms` : `${Math.floor(q / 10)}.${q % 10} ms`;
+    const list = (at, count) => {
+      const shown = Array.from(t.slice(at, at + Math.min(count, MAX)), s);
+      if (count > MAX) shown.splice(MAX - 1, 0, '...');
+      return `${shown.join(', ')} s`;
+    };
+    const admits = Math.min(d.admitted[r], MAX), evictions = d.preempted[r];
+    const evicted = evictions ? `${list(d.first[r] + admits, evictions)} (${evictions} time${evictions > 1 ? 's' : ''})`
+                              : 'never';
+    const cached = [[d.cached_admit[r], 'at admission'], [d.cached_resume[r], 'on readmission']]
+      .filter(([k]) => k > 0).map(([k, when]) => `${n(k)} tokens ${when}`);
+    return `request ${r}: ${n(d.prompt[r])} prompt / ${n(d.output[r])} output tokens\n` +
+           `arrived at ${s(d.arrival[r])} s; TTFT ${ms(d.ttft[r])}, TPOT ${ms(d.tpot[r])}, worst ITL ${ms(d.itl[r])}\n` +
+           `admitted at ${list(d.first[r], d.admitted[r])}\npreempted at ${evicted}` +
+           (cached.length ? `\nfrom cache: ${cached.join(', ')}` : '');
+""".replace("MAX", str(MAX_LISTED_TIMES))
 
 
 def thin_segments(segments: dict[str, np.ndarray], end: float, max_segments: int = MAX_SEGMENTS,
@@ -253,6 +273,8 @@ def lane_view_data(trace: Trace) -> dict:
     segments = thin_segments(all_segments, float(trace.makespan_s))
     quantum = time_quantum(float(trace.makespan_s))  # finer than a pixel; far fewer bytes to send
     segments = {**segments, **{k: snap(segments[k], quantum).astype(np.float32) for k in ("left", "right")}}
+    order = np.lexsort((segments["left"], segments["y"]))  # thinning keeps lanes together; times kept in order
+    segments = {k: v[order] for k, v in segments.items()}
     n = trace.workload.num_requests
     s = trace.summary()
     kind = f"measured on {html.escape(runs.where_measured(trace))}" if trace.measured else "simulated"
@@ -268,7 +290,8 @@ def lane_view_data(trace: Trace) -> dict:
         f"({n} requests, {arriving.get(cfg.arrival, 'all queued at 0 s')}, served to the last in "
         f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
     )
-    return {"segments": segments, "marks": marks, "details": _details(trace, admitted_at, preempted_at),
+    details = _details(trace, admitted_at, preempted_at)
+    return {"segments": segments, "marks": marks, "details": details["rows"], "times": details["times"],
             "caption": caption}
 
 
@@ -287,8 +310,9 @@ class LaneChart(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(_empty_segments())
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
-        self.details = ColumnDataSource({"prompt": [], "output": [], "admitted": [], "preempted": [], "latency": [],
-                                         "cached": []})
+        self.details = ColumnDataSource({k: [] for k in ("prompt", "output", "arrival", "ttft", "tpot", "itl", "admitted",
+                                                         "preempted", "first", "cached_admit", "cached_resume")})
+        self.times = ColumnDataSource({"t": []})  # each request's listed admission and eviction times
         self.figure = self._build()
         self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
@@ -327,14 +351,7 @@ class LaneChart(pn.viewable.Viewer):
         labels = "[" + ",".join(f"'{t}'" for t in palette.LANE_LABELS) + "]"
         # What a request is (tokens, admissions, evictions) comes from `details`, one row per request, by
         # the hovered segment's y: sent once per run instead of once per segment.
-        request = CustomJSHover(args={"details": self.details}, code="""
-            const d = details.data, r = value;
-            if (d.prompt == null || r >= d.prompt.length) return `request ${r}`;
-            const n = (x) => Number(x).toLocaleString('en-US');
-            return `request ${r}: ${n(d.prompt[r])} prompt / ${n(d.output[r])} output tokens\n` +
-                   `${d.latency[r]}\nadmitted at ${d.admitted[r]}\npreempted at ${d.preempted[r]}` +
-                   (d.cached && d.cached[r] ? `\n${d.cached[r]}` : '');
-        """)
+        request = CustomJSHover(args={"rows": self.details, "times": self.times}, code=HOVER_JS)
         fig.add_tools(HoverTool(
             renderers=[bars, marks], point_policy="follow_mouse",
             tooltips=('<div style="white-space: pre-line; font-size: 12px; line-height: 1.4; max-width: 340px">'
@@ -368,6 +385,7 @@ class LaneChart(pn.viewable.Viewer):
             self.source.data = data["segments"]
             self.marks.data = data["marks"]
             self.details.data = data["details"]
+            self.times.data = data["times"]
             end = float(trace.makespan_s) or 1.0
             self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)

@@ -16,6 +16,7 @@ import panel as pn
 from bokeh.core.serialization import Serializer
 from bokeh.document import Document
 from bokeh.models import Axis, ColumnDataSource, CustomJS, FixedTicker, Label, Model, Range1d, Span
+from panel.io.state import set_curdoc
 from pyviz_comms import Comm
 
 from explorable import controls as controls_module
@@ -74,26 +75,29 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     """The explorable's page in a Document of its own, at the starting point, with the static stops (the pool's
     quick stops are the grid's); with `projector`, the served app's projector view."""
     configure()
-    state = ExplorableState()
-    app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
-    v = app.views
-    c = v["controls"]
-    c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
-    # Traffic: the static build has the article's all-at-once states only (the served app has them all).
-    for name in ("model", "gpu", "max_num_batched_tokens", "full_isl", "arrival", "request_rate", "burstiness",
-                 "slo_ttft_ms", "slo_tpot_ms", "prefix_caching", "system_prompt_len", "turns"):
-        getattr(c, name).disabled = True
-    share = v["share"].pane
-    share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
     doc = Document()
-    root = pn.panel(app).get_root(doc, Comm())
+    # Built as the page's current document, as a served session is: every component then shares one
+    # stylesheet model (explorable.assets), so the shell carries the CSS once instead of once per component.
+    with set_curdoc(doc):
+        state = ExplorableState()
+        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
+        v = app.views
+        c = v["controls"]
+        c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
+        # Traffic: the static build has the article's all-at-once states only (the served app has them all).
+        for name in ("model", "gpu", "max_num_batched_tokens", "full_isl", "arrival", "request_rate", "burstiness",
+                     "slo_ttft_ms", "slo_tpot_ms", "prefix_caching", "system_prompt_len", "turns"):
+            getattr(c, name).disabled = True
+        share = v["share"].pane
+        share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
+        root = pn.panel(app).get_root(doc, Comm())
     pn.io.model.add_to_doc(root, doc, True)
     page = Page(state, app, doc)
 
     lanes, strips, curves = v["lanes"], v["strips"], v["curves"]
     run = {
         "readouts": _model(v["readouts"].pane, root), "run_error": _model(v["readouts"].error, root),
-        "lanes.source": lanes.source, "lanes.marks": lanes.marks, "lanes.details": lanes.details,
+        "lanes.source": lanes.source, "lanes.marks": lanes.marks, "lanes.details": lanes.details, "lanes.times": lanes.times,
         "lanes.x_range": lanes.x_range, "lanes.y_range": lanes.y_range, "lanes.y_ticker": lanes.y_ticker,
         "lanes.caption": _model(lanes.caption, root),
         "strips.batch": strips.batch_source, "strips.kv": strips.kv_source, "strips.batch_range": strips.batch_range,

@@ -177,7 +177,9 @@
   const shareLink = (v) => ({share: {
     text: C.shareText.split(C.shareHref).join(esc(esc(`${location.pathname}${queryOf(v)}`))), visible: true}});
 
-  async function go(v) {
+  // `drawn`: the page already shows this state's data (the shell, opened at its own state): only the controls,
+  // the guide and the share link change, and the views are not drawn a second time.
+  async function go(v, drawn = false) {
     const file = C.states[keyOf(v)];
     if (!file) return;
     const mine = ++latest;
@@ -189,7 +191,7 @@
       return;
     }
     if (mine !== latest) return;
-    const patch = {...data.patch};
+    const patch = drawn ? {} : {...data.patch};
     if (patch.readouts) patch.readouts = {...patch.readouts, text: readoutsText(patch.readouts.text, data)};
     const out = events(patch, []);
     events(widgets(v), out);
@@ -303,7 +305,7 @@
       notices(said);
       // The page was drawn at the starting point; opened there, its file gives the deltas of the first change.
       // A link to another state opens without deltas, as the served app does.
-      const opened = keyOf(v) === keyOf(first) ? load(C.states[keyOf(first)]).then(() => go(v)) : go(v);
+      const opened = go(v, keyOf(v) === keyOf(first));
       opened.then(resolve, resolve);
     };
     start();

@@ -70,7 +70,7 @@ def test_lanes_draw_the_cached_part_of_a_readmission_and_shrink_the_recompute():
     assert set(seg_on["y"][seg_on["state"] == palette.CACHED].tolist()) == served
     r = next(iter(served))
     cached = int(on.event_cached[(on.events[:, 1] == r) & (on.events[:, 2] == Event.RESUME)].sum())
-    assert request_details(on)["cached"][r] == f"from cache: {cached:,} tokens on readmission"
+    assert request_details(on)["rows"]["cached_resume"][r] == cached
     assert "from cache" in legend_html(True) and "from cache" not in legend_html(False)
 
 
@@ -79,7 +79,7 @@ def test_a_system_prompt_run_draws_cached_prefill_at_admission():
     seg = lane_segments(trace)
     cached_rows = np.unique(seg["y"][seg["state"] == palette.CACHED])
     assert len(cached_rows) >= 250  # all but the first requests find the system prompt cached
-    assert request_details(trace)["cached"][255].startswith("from cache: 1,024 tokens at admission")
+    assert request_details(trace)["rows"]["cached_admit"][255] == 1024
 
 
 def test_caching_controls_travel_in_the_url_and_the_log_names_the_flag():
