@@ -1,130 +1,104 @@
-"""The engine makes, pass by pass, the schedules vLLM's own V1 scheduler made (shared/fixtures/)."""
+"""The engine makes, pass by pass, the schedules vLLM's own V1 scheduler made (tests/fixtures/vllm/).
+
+One loop over every fixture: `vllm-schedule-*` (prefix caching off) and `vllm-apc-*` (prefix caching on, vLLM's
+V1 default; these also record every admission's cached tokens and the same workload with caching off)."""
 import json
-import subprocess
-import sys
+from functools import cache
+from pathlib import Path
 
 import pytest
 
-from engine import RunConfig, Workload, simulate
-from tests.conftest import FIXTURES_DIR, ROOT
+from engine import RunConfig, Trace, Workload, simulate
+from engine.cli import main
+from tests.conftest import FIXTURES_DIR
 
-FIXTURES = sorted(FIXTURES_DIR.glob("vllm-schedule-*.json"))
+SCHEDULES = sorted(FIXTURES_DIR.glob("vllm-schedule-*.json"))
+APC = sorted(FIXTURES_DIR.glob("vllm-apc-*.json"))
+FIXTURES = SCHEDULES + APC
 
 
-def _config(fx: dict) -> RunConfig:
+@cache
+def _fixture(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _config(fx: dict, caching: bool | None = None) -> RunConfig:
+    """vLLM's settings for the fixture; `caching` None: as recorded."""
+    wl = fx["workload"]
     return RunConfig(
         max_num_seqs=fx["max_num_seqs"], max_num_batched_tokens=fx["max_num_batched_tokens"],
         block_size=fx["block_size"], num_gpu_blocks_override=fx["num_gpu_blocks"],
         scheduler_reserve_full_isl=fx["scheduler_reserve_full_isl"],
-        workload=Workload(fx["workload"]["prompt_len"], fx["workload"]["output_len"]),
+        enable_prefix_caching=fx.get("enable_prefix_caching", False) if caching is None else caching,
+        workload=Workload(wl["prompt_len"], wl["output_len"], prefix_group=wl.get("prefix_group"),
+                          prefix_len=wl.get("prefix_len")),
     )
 
 
+@cache
+def _trace(path: Path) -> Trace:
+    """The engine's run of the fixture as recorded (one run shared by the checks below)."""
+    return simulate(_config(_fixture(path)))
+
+
 def test_fixtures_are_present():
-    assert len(FIXTURES) >= 2, f"expected vLLM fixtures in {FIXTURES_DIR}"
+    assert len(SCHEDULES) >= 2, f"expected vLLM fixtures in {FIXTURES_DIR}"
+    assert len(APC) >= 2, f"expected vLLM prefix-caching fixtures in {FIXTURES_DIR}"
+    assert all(_fixture(p)["enable_prefix_caching"] for p in APC)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_engine_reproduces_vllm_schedule_pass_by_pass(path):
-    fx = json.loads(path.read_text())
-    trace = simulate(_config(fx))
+    fx, trace = _fixture(path), _trace(path)
     assert trace.n_seqs.tolist() == fx["n_seqs"]
     assert trace.n_tokens.tolist() == fx["n_tokens"]
     assert trace.preempted_lists() == fx["preempted"]
+    if "admit" in fx:
+        assert trace.admit_lists() == fx["admit"]  # every admission's tokens served from the cache
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_engine_summary_matches_vllm_counters(path):
-    fx = json.loads(path.read_text())
-    s = simulate(_config(fx)).summary()
+    fx, s = _fixture(path), _trace(path).summary()
     expected = fx["summary"]
     for key in ("passes", "peak_batch", "preemptions", "recomputed_tokens", "recomputed_prompt_tokens"):
         assert s[key] == expected[key], key
     assert s["mean_batch"] == pytest.approx(expected["mean_batch"], rel=1e-12)
+    assert s["prefix_cache_hit_tokens"] == expected.get("cache_hit_tokens", 0)
+    assert s["prefix_cache_readmission_hit_tokens"] == expected.get("cache_hit_readmission", 0)
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_cli_replays_fixture_from_workload_file(path, tmp_path):
-    """The outside check's route: --workload + --num-gpu-blocks-override + --trace-out."""
-    fx = json.loads(path.read_text())
-    wl = tmp_path / "workload.json"
-    wl.write_text(json.dumps(fx["workload"]))
-    out = tmp_path / "trace.json"
-    cmd = [sys.executable, "-m", "engine", "run", "--workload", str(wl), "--max-num-seqs", str(fx["max_num_seqs"]),
-           "--max-num-batched-tokens", str(fx["max_num_batched_tokens"]), "--block-size", str(fx["block_size"]),
-           "--num-gpu-blocks-override", str(fx["num_gpu_blocks"]), "--trace-out", str(out), "--json"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    got = json.loads(out.read_text())
-    assert got["n_seqs"] == fx["n_seqs"]
-    assert got["n_tokens"] == fx["n_tokens"]
-    assert got["preempted"] == fx["preempted"]
-    assert json.loads(done.stdout)["preemptions"] == fx["summary"]["preemptions"]
-
-
-# -- prefix caching on (vLLM's V1 default): vllm-apc-*.json ---------------------------------------------------
-APC_FIXTURES = sorted(FIXTURES_DIR.glob("vllm-apc-*.json"))
-
-
-def _apc_config(fx: dict, caching: bool = True) -> RunConfig:
-    wl = fx["workload"]
-    return _config(fx).replace(
-        enable_prefix_caching=caching,
-        workload=Workload(wl["prompt_len"], wl["output_len"], prefix_group=wl["prefix_group"], prefix_len=wl["prefix_len"]),
-    )
-
-
-def test_apc_fixtures_are_present():
-    assert len(APC_FIXTURES) >= 2, f"expected vLLM prefix-caching fixtures in {FIXTURES_DIR}"
-
-
-@pytest.mark.parametrize("path", APC_FIXTURES, ids=lambda p: p.stem)
-def test_engine_reproduces_vllm_prefix_caching_schedule_pass_by_pass(path):
-    fx = json.loads(path.read_text())
-    assert fx["enable_prefix_caching"]
-    trace = simulate(_apc_config(fx))
-    assert trace.n_seqs.tolist() == fx["n_seqs"]
-    assert trace.n_tokens.tolist() == fx["n_tokens"]
-    assert trace.preempted_lists() == fx["preempted"]
-    assert trace.admit_lists() == fx["admit"]  # every admission's tokens served from the cache
-
-
-@pytest.mark.parametrize("path", APC_FIXTURES, ids=lambda p: p.stem)
-def test_engine_prefix_caching_summary_matches_vllm_counters(path):
-    fx = json.loads(path.read_text())
-    s = simulate(_apc_config(fx)).summary()
-    expected = fx["summary"]
-    for key in ("passes", "peak_batch", "preemptions", "recomputed_tokens", "recomputed_prompt_tokens"):
-        assert s[key] == expected[key], key
-    assert s["prefix_cache_hit_tokens"] == expected["cache_hit_tokens"]
-    assert s["prefix_cache_readmission_hit_tokens"] == expected["cache_hit_readmission"]
-    assert s["mean_batch"] == pytest.approx(expected["mean_batch"], rel=1e-12)
-
-
-@pytest.mark.parametrize("path", APC_FIXTURES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", APC, ids=lambda p: p.stem)
 def test_same_workload_with_caching_off_matches_vllm(path):
-    """The fixtures also record vLLM on the same workload with caching off: shared prefixes then change nothing."""
-    fx = json.loads(path.read_text())
-    s = simulate(_apc_config(fx, caching=False)).summary()
+    """The APC fixtures also record vLLM on the same workload with caching off: shared prefixes then change
+    nothing."""
+    fx = _fixture(path)
+    s = simulate(_config(fx, caching=False)).summary()
     for key, value in fx["apc_off"]["summary"].items():
         if key in s:
             assert s[key] == value, key
     assert s["prefix_cache_hit_tokens"] == 0
 
 
-@pytest.mark.parametrize("path", APC_FIXTURES, ids=lambda p: p.stem)
-def test_cli_replays_prefix_caching_fixture(path, tmp_path):
-    fx = json.loads(path.read_text())
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_cli_replays_fixture_from_workload_file(path, tmp_path, capsys):
+    """The outside check's route: --workload + --num-gpu-blocks-override (+ --enable-prefix-caching) +
+    --trace-out. In process (engine.cli.main is what `python -m engine` runs; tests/engine/test_cli.py runs
+    that command itself)."""
+    fx = _fixture(path)
     wl = tmp_path / "workload.json"
     wl.write_text(json.dumps(fx["workload"]))
     out = tmp_path / "trace.json"
-    cmd = [sys.executable, "-m", "engine", "run", "--workload", str(wl), "--max-num-seqs", str(fx["max_num_seqs"]),
-           "--max-num-batched-tokens", str(fx["max_num_batched_tokens"]), "--block-size", str(fx["block_size"]),
-           "--num-gpu-blocks-override", str(fx["num_gpu_blocks"]), "--enable-prefix-caching",
-           "--trace-out", str(out), "--json"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    argv = ["run", "--workload", str(wl), "--max-num-seqs", str(fx["max_num_seqs"]),
+            "--max-num-batched-tokens", str(fx["max_num_batched_tokens"]), "--block-size", str(fx["block_size"]),
+            "--num-gpu-blocks-override", str(fx["num_gpu_blocks"]), "--trace-out", str(out), "--json"]
+    if fx.get("enable_prefix_caching"):
+        argv.append("--enable-prefix-caching")
+    assert main(argv) == 0
+    printed = capsys.readouterr()
     got = json.loads(out.read_text())
-    for key in ("n_seqs", "n_tokens", "preempted", "admit"):
+    for key in ("n_seqs", "n_tokens", "preempted", *(("admit",) if "admit" in fx else ())):
         assert got[key] == fx[key], key
-    assert json.loads(done.stdout)["prefix_cache_hit_tokens"] == fx["summary"]["cache_hit_tokens"]
+    summary = json.loads(printed.out)
+    assert summary["preemptions"] == fx["summary"]["preemptions"]
+    assert summary["prefix_cache_hit_tokens"] == fx["summary"].get("cache_hit_tokens", 0)

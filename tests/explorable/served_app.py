@@ -61,12 +61,32 @@ def panel_serve(env: dict[str, str] | None = None) -> Iterator[str]:
     assert not any("Traceback" in line for line in log), "".join(log)
 
 
+_playwright = None  # one Playwright driver per test run: its sync API allows only one open at a time
+
+
+def playwright(sync_api):
+    """The run's Playwright driver, started on first use; tests/explorable/conftest.py stops it at the end.
+    While it is open, asyncio.run cannot be called in this thread (the conftest runs browser tests last)."""
+    global _playwright
+    if _playwright is None:
+        _playwright = sync_api.sync_playwright().start()
+    return _playwright
+
+
+def stop_playwright() -> None:
+    global _playwright
+    if _playwright is not None:
+        _playwright.stop()
+        _playwright = None
+
+
 @contextmanager
-def chromium(sync_api) -> Iterator:
+def chromium(sync_api, args: list[str] = CHROMIUM_ARGS) -> Iterator:
     """Headless Chromium through Playwright (the system build: nothing is downloaded)."""
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    browser = playwright(sync_api).chromium.launch(executable_path=CHROMIUM, args=args)
+    try:
         yield browser
+    finally:
         browser.close()
 
 

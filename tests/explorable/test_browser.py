@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import (ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium,
-                                         panel_serve, readout)
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, readout
 
 pytestmark = pytest.mark.browser
 
@@ -21,18 +20,6 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with panel_serve() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium(sync_api) as b:
-        yield b
 
 
 @pytest.fixture

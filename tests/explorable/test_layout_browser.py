@@ -7,7 +7,6 @@ Screenshots land in artifacts/ for a person to look at.
 from __future__ import annotations
 
 import http.server
-import os
 import re
 import shutil
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, chromium, panel_serve
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
 
@@ -26,19 +25,6 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
 sync_api.expect.set_options(timeout=TIMEOUT_MS)  # a loaded 2-core machine can take more than 5 s to draw
-
-
-@pytest.fixture(scope="module")
-def server():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    with panel_serve(env) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium(sync_api) as b:
-        yield b
 
 
 def open_page(browser, url: str, width: int, height: int = 800, on_page=None):

@@ -9,26 +9,13 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from engine import RunConfig, simulate
-from tests.explorable.served_app import (ARTIFACTS, CHROMIUM, TIMEOUT_MS, chromium, new_page, panel_serve,
-                                         readout)
+from tests.explorable.served_app import ARTIFACTS, CHROMIUM, TIMEOUT_MS, new_page, readout
 
 pytestmark = pytest.mark.browser
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with panel_serve() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium(sync_api) as b:
-        yield b
 
 
 def test_the_switch_and_a_step_show_the_cache_readout_legend_and_url(server, browser):

@@ -77,10 +77,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=served_app.CHROMIUM, args=CHROMIUM_ARGS)
+    """A Chromium of its own (resolving no other host), from the run's one Playwright driver."""
+    with served_app.chromium(sync_api, CHROMIUM_ARGS) as b:
         yield b
-        b.close()
 
 
 def refuse_other_hosts(page) -> list[str]:
