@@ -230,7 +230,7 @@ def walk_ids(doc_json: dict) -> dict:
                     for c in classes:
                         if isinstance(c, str) and c.startswith("ctl-") and node.get("name") == "Slider":
                             found["sliders"][c[4:]] = node["id"]
-                    if "readouts-pane" in classes:
+                    if "readouts-pane" in classes and "traffic-readouts" not in classes:  # not the latency pane
                         found["readouts"] = node["id"]
                     if "curves" in classes:
                         inside = "curves"
