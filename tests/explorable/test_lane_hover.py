@@ -13,7 +13,7 @@ from explorable.lanes import HOVER_JS, MAX_LISTED_TIMES, request_details
 from tests.explorable import served_app
 
 pytestmark = pytest.mark.browser
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
 
 def _ms(seconds: float) -> str:
@@ -46,13 +46,13 @@ def expected(trace, r: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def page():
+def page(request):
     if not os.path.exists(served_app.CHROMIUM):
         pytest.skip(f"no Chromium at {served_app.CHROMIUM}")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=served_app.CHROMIUM, args=served_app.CHROMIUM_ARGS)
-        yield browser.new_page()
-        browser.close()
+    # The run's one Chromium (tests/explorable/conftest.py): a second Playwright driver cannot start while it is open.
+    context, page, _ = served_app.new_page(request.getfixturevalue("browser"), 800)
+    yield page
+    context.close()
 
 
 @pytest.mark.parametrize("cfg", [
