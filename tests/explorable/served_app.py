@@ -3,6 +3,7 @@ loopback port whose log must end without a traceback."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +22,12 @@ TIMEOUT_MS = 20_000  # a loaded 2-core machine can take more than 5 s to draw a 
 # The first page of a fresh server may wait for the simulator to be prepared (compiled, or loaded from numba's
 # cache while other tests load the machine): the first_visit benchmark times that; tests only wait for it.
 FIRST_PAGE_TIMEOUT_MS = 90_000
+
+
+def skip_without_chromium() -> None:
+    """Skip the calling test module (or fixture) when the system's Chromium is not installed."""
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
 
 
 def free_port() -> int:

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, readout
+from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, readout
 
 pytestmark = pytest.mark.browser
 
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-    pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
+skip_without_chromium()
 
 
 @pytest.fixture

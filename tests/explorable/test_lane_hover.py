@@ -3,7 +3,6 @@ run in headless Chromium on real traces and compared with the text the hover mus
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -47,8 +46,7 @@ def expected(trace, r: int) -> str:
 
 @pytest.fixture(scope="module")
 def page(request):
-    if not os.path.exists(served_app.CHROMIUM):
-        pytest.skip(f"no Chromium at {served_app.CHROMIUM}")
+    served_app.skip_without_chromium()
     # The run's one Chromium (tests/explorable/conftest.py): a second Playwright driver cannot start while it is open.
     context, page, _ = served_app.new_page(request.getfixturevalue("browser"), 800)
     yield page

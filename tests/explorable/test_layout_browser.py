@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import http.server
 import re
-import shutil
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS
+from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS
 
 pytestmark = pytest.mark.browser
 
 WIDTHS = (320, 390, 820, 1280)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-    pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium or set $CHROMIUM)", allow_module_level=True)
+skip_without_chromium()
 sync_api.expect.set_options(timeout=TIMEOUT_MS)  # a loaded 2-core machine can take more than 5 s to draw
 
 

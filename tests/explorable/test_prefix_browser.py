@@ -2,20 +2,17 @@
 at a laptop's and a phone's width (screenshots in artifacts/prefix-*.png)."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from engine import RunConfig, simulate
-from tests.explorable.served_app import ARTIFACTS, CHROMIUM, TIMEOUT_MS, new_page, readout
+from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, TIMEOUT_MS, new_page, readout
 
 pytestmark = pytest.mark.browser
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
+skip_without_chromium()
 
 
 def test_the_switch_and_a_step_show_the_cache_readout_legend_and_url(server, browser):
