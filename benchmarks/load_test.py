@@ -50,6 +50,7 @@ import time
 import urllib.request
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,20 +77,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rss_mib(pid: int) -> float:
-    """VmRSS of `pid` and every descendant (several with --num-procs), in MiB; 0 if it is gone."""
-    total_kib, todo, seen = 0, [pid], set()
+def _process_tree(pid: int) -> Iterator[int]:
+    """`pid` and every descendant still running (several with --num-procs)."""
+    todo, seen = [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
+        yield p
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+
+
+def rss_mib(pid: int) -> float:
+    """VmRSS of `pid` and every descendant, in MiB; 0 if it is gone."""
+    total_kib = 0
+    for p in _process_tree(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total_kib += int(line.split()[1])
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     return total_kib / 1024
@@ -98,21 +109,14 @@ def rss_mib(pid: int) -> float:
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) used so far by `pid` and every descendant; 0 if it is gone. On a machine
     shared with other work this is a fairer cost per update than wall time."""
-    total, todo, seen = 0, [pid], set()
-    tick = os.sysconf("SC_CLK_TCK")
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    total = 0
+    for p in _process_tree(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
             continue
-    return total / tick
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 class Server:
