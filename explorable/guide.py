@@ -201,6 +201,10 @@ class Guide(pn.viewable.Viewer):
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
         # away from one. A link to a state that is no step opens without the "moved" hint.
         self.followed = match is not None
+        # Whether the page opened away from the starting point (a link): only then does a state that is no
+        # step of this guide need saying so. At the starting point a later guide's first step is an invitation.
+        defaults = self.state.defaults()
+        self.linked = any(getattr(self.state, name) != value for name, value in defaults.items())
         self.state.param.watch(self._refresh, ["trace", "run_error"])
         self.param.watch(self._refresh, "chosen")
         self._refresh()
@@ -227,7 +231,7 @@ class Guide(pn.viewable.Viewer):
             if drifted:
                 hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
                         "return to it)</span>")
-            elif match is None:  # opened from a link to settings of its own: nothing was moved
+            elif match is None and self.linked:  # opened from a link to settings of its own: nothing was moved
                 hint = (' <span class="drifted">(this link opened settings that are none of the steps; choose a '
                         "step to follow the course from there)</span>")
             else:

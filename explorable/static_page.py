@@ -193,9 +193,11 @@ def guide_fragments(page: Page) -> list[dict[str, dict]]:
         for kind, followed in (("drifted", True), ("link", False)):
             guide.chosen = i
             guide.followed = followed
+            guide.linked = True  # ('link': the page opened at these settings)
             guide._refresh()
             entry[kind] = patch(names)
         out.append(entry)
+    guide.linked = False  # the shell is drawn at the starting point
     return out
 
 

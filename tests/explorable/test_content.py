@@ -9,7 +9,7 @@ import pytest
 from explorable import logs_view
 from explorable.assets import is_current
 from explorable.controls import DECLARED_STOPS, Controls
-from explorable.guide import STEPS, Guide
+from explorable.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
 from explorable.layout import build_app
 from explorable.logs_view import LogView, log_lines
 from explorable.state import CONTROLS, ExplorableState
@@ -43,6 +43,18 @@ def test_a_link_to_a_state_that_is_no_step_has_no_moved_hint():
     assert "moved" not in guide.text.object and "none of the steps" in guide.text.object
     state.max_num_seqs = 101  # moving on from a state that was never a step is not leaving a step either
     assert "moved" not in guide.text.object
+
+
+def test_a_later_guide_at_the_starting_point_says_nothing_about_links_or_moves():
+    # The traffic and prefix-caching guides start away from the starting point: no link was opened, nothing moved.
+    state = ExplorableState()
+    for steps in (TRAFFIC_STEPS, PREFIX_STEPS):
+        guide = Guide(state=state, steps=steps)
+        assert matching_step(state, steps) is None
+        assert "none of the steps" not in guide.text.object and "moved" not in guide.text.object
+        assert "Step 1 of" in guide.text.object
+    state.max_num_seqs = 100  # moving the controls from the start is not leaving any of their steps
+    assert "none of the steps" not in guide.text.object and "moved" not in guide.text.object
 
 
 def test_moving_away_from_a_step_shows_the_hint():
