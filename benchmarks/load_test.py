@@ -234,7 +234,7 @@ def walk_ids(doc_json: dict) -> dict:
                     for c in classes:
                         if isinstance(c, str) and c.startswith("ctl-") and node.get("name") == "Slider":
                             found["sliders"][c[4:]] = node["id"]
-                    if "readouts-pane" in classes and "traffic-readouts" not in classes:  # not the latency pane
+                    if "run-readouts" in classes:  # the run's readouts (not the latency pane)
                         found["readouts"] = node["id"]
                     if "curves" in classes:
                         inside = "curves"

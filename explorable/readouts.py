@@ -136,7 +136,7 @@ class Readouts(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                                 css_classes=["readouts-pane"], margin=(4, 10))
+                                 css_classes=["readouts-pane", "run-readouts"], margin=(4, 10))
         self.error = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
                                   css_classes=["run-error"], margin=(0, 10))
         self.traffic = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
