@@ -67,8 +67,8 @@ FNV_PRIME = np.uint64(1099511628211)
 (OUT_REQ, OUT_NEW, OUT_BEFORE, OUT_SAMPLE, OUT_PRE, OUT_ADM, OUT_RESUMED, OUT_FIN, OUT_CAUGHT_UP,
  OUT_FIRST, OUT_CACHED) = range(11)
 NUM_OUT_ROWS = 11  # OUT_CACHED: per admission, the tokens it starts with from the prefix cache
-N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED, N_QUERIES, N_HITS = range(9)
-NUM_COUNTS = 9
+N_SCHED, N_PRE, N_ADM, N_FIN, N_CU, N_FIRST, N_SAMPLED, N_QUERIES, N_HITS, N_CONTEXT, N_PAIRS = range(11)
+NUM_COUNTS = 11  # N_CONTEXT, N_PAIRS: the pass's KV tokens read and attention query-key pairs (see pass_work)
 # Columns of the `events` table: (pass, request, kind, tokens served from the cache for an admit/resume).
 NUM_EVENT_FIELDS = 4
 # Entries of `blocks` after CACHE_AT, NUM_BLOCK_REGIONS per block id (0..cap): reference count, content id
@@ -548,14 +548,6 @@ def schedule_step(params, req, state, queues, blocks, out, counts):
     # A pass that preempted admits nobody.
     if counts[N_PRE] == 0 and (params[P_REQUEST_UNIT] == 0 or state[BATCH_OPEN] == 1):
         _admit_waiting(params, req, state, queues, blocks, out, counts, budget)
-    # Fold this pass into the schedule digest: who ran with how many tokens, and who was evicted.
-    h = np.uint64(state[DIGEST])
-    for k in range(counts[N_SCHED]):
-        h = mix(h, out[OUT_REQ, k] * 1048576 + out[OUT_NEW, k])
-    for k in range(counts[N_PRE]):
-        h = mix(h, -out[OUT_PRE, k] - 1)
-    h = mix(h, 0x7FFFFFFFFF)  # pass separator
-    state[DIGEST] = np.int64(h)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
@@ -620,16 +612,29 @@ def complete_step(params, req, state, queues, blocks, out, counts):
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _pass_row(params, req, state, out, counts, passes, p):
-    """Row p of the pass table, taken right after scheduling."""
+    """Row p of the pass table, taken right after scheduling. The same loop folds the pass into the schedule
+    digest (who ran with how many tokens, and who was evicted) and sums what the roofline clock reads."""
     tokens = 0
     prefill = 0
+    context = 0
+    pairs = 0
+    h = np.uint64(state[DIGEST])
     for k in range(counts[N_SCHED]):
         r = out[OUT_REQ, k]
         n = out[OUT_NEW, k]
+        c = out[OUT_BEFORE, k]
         tokens += n
+        context += c + n
+        pairs += _pairs(n, c)
+        h = mix(h, r * 1048576 + n)
         # A decode is one token for a sequence that has already produced output; anything else is prefill.
-        if not (n == 1 and req[r, GENERATED] > 0 and out[OUT_BEFORE, k] == req[r, PROMPT] + req[r, GENERATED] - 1):
+        if not (n == 1 and req[r, GENERATED] > 0 and c == req[r, PROMPT] + req[r, GENERATED] - 1):
             prefill += n
+    for k in range(counts[N_PRE]):
+        h = mix(h, -out[OUT_PRE, k] - 1)
+    state[DIGEST] = np.int64(mix(h, 0x7FFFFFFFFF))  # pass separator
+    counts[N_CONTEXT] = context
+    counts[N_PAIRS] = pairs
     held = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]  # every handed-out block belongs to a running request
     passes[p, PASS_SEQS] = counts[N_SCHED]
     passes[p, PASS_TOKENS] = tokens
@@ -728,30 +733,55 @@ def roofline(overhead, bandwidth, flop_rate, bytes_moved, flops):
     return overhead + np.maximum(bytes_moved / bandwidth, flops / flop_rate)
 
 
-@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def pass_work(cost, out, n_sched):
-    """(bytes moved, FLOPs) of the pass in `out`: weights plus every context token's KV read; 2 x params
-    per new token plus attention's query-key pairs (token j of a chunk attends to computed_before + j keys)."""
-    new = 0.0
-    context = 0.0
-    pairs = 0.0
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _pairs(n, c):
+    """Attention's query-key pairs for a chunk of n tokens after c computed ones (token j attends to c + j keys)."""
+    return n * c + n * (n + 1) // 2
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _work(cost, new, context, pairs):
+    """(bytes moved, FLOPs) of a pass: weights plus every context token's KV read; 2 x params per new token plus
+    attention's query-key pairs. The sums are integers, exact in float64 (far below 2**53)."""
+    return (cost[C_WEIGHT_BYTES] + cost[C_KV_BYTES] * float(context),
+            2.0 * cost[C_PARAMS] * float(new) + cost[C_ATTN] * float(pairs))
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _seconds(cost, n_sched, new, context, pairs):
+    """Roofline time of a pass from its sums (0 for a pass that runs nothing)."""
+    if n_sched == 0:
+        return 0.0
+    bytes_moved, flops = _work(cost, new, context, pairs)
+    return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _sums(out, n_sched):
+    new = 0
+    context = 0
+    pairs = 0
     for k in range(n_sched):
-        n = float(out[OUT_NEW, k])
-        c = float(out[OUT_BEFORE, k])
+        n = out[OUT_NEW, k]
+        c = out[OUT_BEFORE, k]
         new += n
         context += c + n
-        pairs += n * c + n * (n + 1.0) * 0.5
-    return (cost[C_WEIGHT_BYTES] + cost[C_KV_BYTES] * context,
-            2.0 * cost[C_PARAMS] * new + cost[C_ATTN] * pairs)
+        pairs += _pairs(n, c)
+    return new, context, pairs
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
+def pass_work(cost, out, n_sched):
+    """(bytes moved, FLOPs) of the pass in `out` (see _work)."""
+    new, context, pairs = _sums(out, n_sched)
+    return _work(cost, new, context, pairs)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
 def pass_seconds(cost, out, n_sched):
     """Roofline time of the pass in `out` (0 for a pass that runs nothing)."""
-    if n_sched == 0:
-        return 0.0
-    bytes_moved, flops = pass_work(cost, out, n_sched)
-    return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
+    new, context, pairs = _sums(out, n_sched)
+    return _seconds(cost, n_sched, new, context, pairs)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
@@ -801,7 +831,8 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
             now = add_arrivals(arrival, state, queues, now)
         starts[p] = now
         begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
-        seconds[p] = pass_seconds(cost, out, counts[N_SCHED])
+        # (_pass_row summed this pass's work while writing its row: no second loop over it)
+        seconds[p] = _seconds(cost, counts[N_SCHED], passes[p, PASS_TOKENS], counts[N_CONTEXT], counts[N_PAIRS])
         for k in range(counts[N_SCHED]):
             if out[OUT_SAMPLE, k]:
                 sampled[n_tok] = out[OUT_REQ, k]
