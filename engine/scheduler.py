@@ -140,7 +140,8 @@ class Scheduler:
         self._passes = np.zeros((64, core.NUM_PASS_FIELDS), dtype=np.int64)
         self._seconds = np.zeros(64, dtype=np.float64)
         self._starts = np.zeros(64, dtype=np.float64)
-        self._samples: list[np.ndarray] = []  # per pass, the requests that sampled a token
+        # The request of each output token in the order produced (written by the core as it schedules).
+        self._sampled = np.empty(int(self.workload.output_len.sum()), dtype=np.int32)
         self._events = np.zeros((8 * n + 16, core.NUM_EVENT_FIELDS), dtype=np.int64)
         self._num_events = 0
         self._pending: StepPlan | None = None
@@ -200,7 +201,7 @@ class Scheduler:
             self._starts = core.grow_rows(self._starts, 2 * p)
         self._starts[p] = self.now
         o, c = self._out, self._counts
-        core.begin_pass(self.params, *self._tables, o, c, self._passes, p)
+        core.begin_pass(self.params, *self._tables, o, c, self._passes, p, self._sampled)
         n_sched, n_adm = c[core.N_SCHED], c[core.N_ADM]
         ids = o[core.OUT_REQ, :n_sched].copy()
         plan = StepPlan(
@@ -212,7 +213,6 @@ class Scheduler:
             num_blocks=self._tables.req[ids, core.HELD],
         )
         self._pending = plan
-        self._samples.append(ids[plan.samples])
         return plan
 
     def complete(self, plan: StepPlan, seconds: float = 0.0) -> StepOutcome:
@@ -235,7 +235,7 @@ class Scheduler:
     def trace(self, **measured) -> Trace:
         """What the run did so far, as a Trace (measured=True, live=... for a run on a GPU)."""
         p = self.num_passes
-        sampled = (np.concatenate(self._samples[:p]) if p else np.zeros(0)).astype(np.int32)  # as the core logs them
+        sampled = self._sampled[:int(self._passes[:p, core.PASS_OUTPUT].sum())].copy()  # completed passes' tokens
         return trace_from_tables(self.config, self.workload, self._passes[:p].copy(), self._seconds[:p].copy(),
                                  self._events[:self._num_events].copy(), self._tables, self._starts[:p].copy(),
                                  sampled, self.arrivals, **measured)

@@ -31,8 +31,8 @@ WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 # (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
 (FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
  NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, FREE_HEAD, FREE_TAIL, CACHE_AT, OWN_CIDS, HIT_TOKENS, LOOKUP_QUERIES,
- LOOKUP_HITS, ARRIVED, SHARED_BLOCKS) = range(22)
-NUM_STATE_FIELDS = 22  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+ LOOKUP_HITS, ARRIVED, SHARED_BLOCKS, SAMPLED_AT) = range(23)
+NUM_STATE_FIELDS = 23  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 # ARRIVED: requests (in id = arrival order) added to waiting so far; new_tables adds them all at t = 0.
 # With prefix caching the freed part of the free queue is a doubly linked list (a hit takes a block out of its
 # middle): FREE_HEAD/FREE_TAIL (0 = empty; block 0 is never free). CACHE_AT: where the caching regions start
@@ -40,6 +40,7 @@ NUM_STATE_FIELDS = 22  # LIVE_TOKENS: computed tokens summed over running reques
 # HIT_TOKENS: tokens served from the cache at admissions; LOOKUP_*: every lookup, as vLLM's counters count.
 # SHARED_BLOCKS: references beyond the first summed over blocks (a block two requests hold counts once): the
 # held cache's live tokens count a shared prefix once, as its memory holds it once.
+# SAMPLED_AT: output tokens logged so far in the `sampled` log (see begin_pass).
 
 # Settings vector `params`.
 # P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
@@ -611,13 +612,15 @@ def complete_step(params, req, state, queues, blocks, out, counts):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
-def _pass_row(params, req, state, out, counts, passes, p):
+def _pass_row(params, req, state, out, counts, passes, p, sampled):
     """Row p of the pass table, taken right after scheduling. The same loop folds the pass into the schedule
-    digest (who ran with how many tokens, and who was evicted) and sums what the roofline clock reads."""
+    digest (who ran with how many tokens, and who was evicted), sums what the roofline clock reads and logs
+    the requests that will sample a token (in schedule order, as they are produced)."""
     tokens = 0
     prefill = 0
     context = 0
     pairs = 0
+    n_tok = state[SAMPLED_AT]
     h = np.uint64(state[DIGEST])
     for k in range(counts[N_SCHED]):
         r = out[OUT_REQ, k]
@@ -627,12 +630,16 @@ def _pass_row(params, req, state, out, counts, passes, p):
         context += c + n
         pairs += _pairs(n, c)
         h = mix(h, r * 1048576 + n)
+        if out[OUT_SAMPLE, k]:
+            sampled[n_tok] = r
+            n_tok += 1
         # A decode is one token for a sequence that has already produced output; anything else is prefill.
         if not (n == 1 and req[r, GENERATED] > 0 and c == req[r, PROMPT] + req[r, GENERATED] - 1):
             prefill += n
     for k in range(counts[N_PRE]):
         h = mix(h, -out[OUT_PRE, k] - 1)
     state[DIGEST] = np.int64(mix(h, 0x7FFFFFFFFF))  # pass separator
+    state[SAMPLED_AT] = n_tok
     counts[N_CONTEXT] = context
     counts[N_PAIRS] = pairs
     held = params[P_USABLE_BLOCKS] - state[FREE_BLOCKS]  # every handed-out block belongs to a running request
@@ -665,10 +672,11 @@ def _pass_row(params, req, state, out, counts, passes, p):
 # argument of each inlined helper cost the compiled run ~80 ns a pass (a third of a small pass). They must
 # not allocate (np.zeros here fails to compile); a pass never needs to.
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
-def begin_pass(params, req, state, queues, blocks, out, counts, passes, p):
-    """Schedule pass p and record its row of `passes` (its outputs are added by end_pass)."""
+def begin_pass(params, req, state, queues, blocks, out, counts, passes, p, sampled):
+    """Schedule pass p and record its row of `passes` (its outputs are added by end_pass); append the requests
+    that sample in it to the `sampled` log (room for every output token of the run, int32)."""
     schedule_step(params, req, state, queues, blocks, out, counts)
-    _pass_row(params, req, state, out, counts, passes, p)
+    _pass_row(params, req, state, out, counts, passes, p, sampled)
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -817,7 +825,6 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     events = np.empty((8 * n_req + 16, NUM_EVENT_FIELDS), dtype=np.int64)
     sampled = np.empty(output_len.sum(), dtype=np.int32)  # every request samples exactly its output
     n_ev = 0
-    n_tok = 0
     now = 0.0
     p = 0
     while state[NUM_FINISHED] < n_req and p < max_passes:
@@ -830,17 +837,13 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
         if arrival.shape[0] > 0:
             now = add_arrivals(arrival, state, queues, now)
         starts[p] = now
-        begin_pass(params, req, state, queues, blocks, out, counts, passes, p)
+        begin_pass(params, req, state, queues, blocks, out, counts, passes, p, sampled)
         # (_pass_row summed this pass's work while writing its row: no second loop over it)
         seconds[p] = _seconds(cost, counts[N_SCHED], passes[p, PASS_TOKENS], counts[N_CONTEXT], counts[N_PAIRS])
-        for k in range(counts[N_SCHED]):
-            if out[OUT_SAMPLE, k]:
-                sampled[n_tok] = out[OUT_REQ, k]
-                n_tok += 1
         n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
         now += seconds[p]
         p += 1
-    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], sampled[:n_tok]
+    return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], sampled[:state[SAMPLED_AT]]
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
