@@ -145,21 +145,23 @@ def declared_max_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
 def check_servable(cfg: RunConfig, workload: Workload) -> None:
     """Refuse up front a pool that cannot hold the largest request alone (vLLM would hang, not fail)."""
     max_len = cfg.effective_max_model_len
-    longest = int((workload.prompt_len + workload.output_len).max())
+    lengths = workload.prompt_len + workload.output_len
+    longest = int(lengths.max()) if len(lengths) else 0
     if longest > max_len:
-        i = int(np.argmax(workload.prompt_len + workload.output_len))
+        i = int(np.argmax(lengths))
         raise ConfigError(
             f"request {i} needs {longest:,} tokens (prompt + output), more than max_model_len {max_len:,}"
         )
     bs = cfg.block_size
     kv = cfg.model_spec.kv_bytes_per_token
+    # (blocks grow with tokens: the most blocks any request needs is the blocks of the most tokens)
     if cfg.allocation == "reserve":
         declared = declared_max_tokens(cfg, workload)
-        need_blocks = int(cfg.blocks_for(workload.prompt_len + declared).max())
+        need_blocks = -(-int((workload.prompt_len + declared).max()) // bs) if len(lengths) else 0
         what = "reserve prompt + declared max_tokens for its largest request"
     else:
         # The last sampled token is never fed back, so a request peaks at prompt + output - 1 tokens of KV.
-        need_blocks = int(cfg.blocks_for(workload.prompt_len + workload.output_len - 1).max())
+        need_blocks = -(-(longest - 1) // bs) if len(lengths) else 0
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
         if cfg.num_gpu_blocks_override is not None:
