@@ -75,6 +75,8 @@ class Controls(pn.viewable.Viewer):
     state = param.ClassSelector(class_=ExplorableState)
     pool_stops = param.List(default=list(POOL_STOPS), doc="the pool's quick stops (GiB)")
     advanced_note = param.String(default="", doc="a line atop the advanced section (the static build's)")
+    grid_only = param.Boolean(default=False, doc="the static build: only the controls its grid holds; the others, "
+                                                 "fixed at their starting values, are named in advanced_note")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -175,10 +177,14 @@ class Controls(pn.viewable.Viewer):
         heading = lambda text: pn.pane.HTML(f"<h3>{text}</h3>", css_classes=["group-heading"],  # noqa: E731
                                             stylesheets=[stylesheet()], margin=(10, 12, 0, 12))
         fixed = [_note(html.escape(self.advanced_note), ("control-note", "fixed-note"))] if self.advanced_note else []
+        # The static build draws no control a reader could not move (each is a dozen views to build on a page
+        # open): its note names their fixed values instead.
+        grid = self.grid_only
+        advanced_widgets = [] if grid else [self.model, self.gpu, self.max_num_batched_tokens, self.full_isl]
         # One child: a folded Card hides each of its children as it is drawn, and each hiding lays out the
         # whole page again (six children cost six page layouts on every page open; one costs one).
         advanced = pn.Card(
-            pn.Column(*fixed, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
+            pn.Column(*fixed, *advanced_widgets,
                       _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
                       sizing_mode="stretch_width", margin=0),
             title="Advanced", collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
@@ -197,19 +203,21 @@ class Controls(pn.viewable.Viewer):
             _note(f"On demand may evict ({PRODUCTION_NAMES['on-demand']}). Reserving up front never does (Orca; "
                   f"{PRODUCTION_NAMES['reserve']})."),
             self.declared_multiple, _stops(s, "declared_multiple", DECLARED_STOPS, "{:g}x"), self.declared_note,
-            self.prefix_caching,
-            _note("vLLM's --enable-prefix-caching: a prompt that starts like one already computed (a shared system "
-                  "prompt, or its own after an eviction) reuses those cache blocks instead of computing them. Off by "
-                  "default: the article's figures assume it."),
+            *([] if grid else [
+                self.prefix_caching,
+                _note("vLLM's --enable-prefix-caching: a prompt that starts like one already computed (a shared "
+                      "system prompt, or its own after an eviction) reuses those cache blocks instead of computing "
+                      "them. Off by default: the article's figures assume it.")]),
             heading("Workload"),
             self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
             _note("256 requests; total output stays 65,536 tokens at every spread."),
-            self.system_prompt_len, self.turns, self.prefix_note,
-            heading("Traffic"),
-            self.arrival, self.request_rate, _stops(s, "request_rate", RATE_STOPS, "{:g}/s"), self.burstiness,
-            self.traffic_note,
-            self.slo_ttft_ms, self.slo_tpot_ms,
-            _note("SLO targets: goodput counts the requests per second whose TTFT and TPOT both meet them."),
+            *([] if grid else [
+                self.system_prompt_len, self.turns, self.prefix_note,
+                heading("Traffic"),
+                self.arrival, self.request_rate, _stops(s, "request_rate", RATE_STOPS, "{:g}/s"), self.burstiness,
+                self.traffic_note,
+                self.slo_ttft_ms, self.slo_tpot_ms,
+                _note("SLO targets: goodput counts the requests per second whose TTFT and TPOT both meet them.")]),
             advanced,
             self.reset,
             css_classes=["controls"], sizing_mode="stretch_width", margin=0,

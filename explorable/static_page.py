@@ -35,11 +35,24 @@ STOPS: dict[str, tuple] = {
     "unit": ("pass", "request"),
     "spread": tuple(float(s) for s in controls_module.SPREAD_STOPS),
 }
-# Advanced controls: the static build has their starting values only (the served app has them all).
+# Controls the static grid does not hold: the static build has their starting values only, named in the Advanced
+# section instead of drawn (the served app has them all; traffic: the article's all-at-once states only).
 FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl", "arrival", "request_rate", "burstiness",
          "enable_prefix_caching", "system_prompt_len", "turns")
-FIXED_NOTE = ("This page is a static build: every run in it uses these starting values. Changing them needs "
-              "the served explorable (panel serve app.py).")
+FIXED_NOTE = ("This page is a static build: every run in it uses these starting values ({}). Changing them "
+              "needs the served explorable (panel serve app.py).")
+_RATE_ONLY = ("request_rate", "burstiness")  # said only where requests arrive over time (they do not here)
+
+
+def fixed_note(state: ExplorableState) -> str:
+    """FIXED_NOTE with the values it means, by the controls' own labels (the page draws no control for them)."""
+    def said(name: str) -> str:
+        value = getattr(state, name)
+        text = ("on" if value else "off") if isinstance(value, bool) else (
+            f"{value:,}" if isinstance(value, int) else f"{value:g}" if isinstance(value, float) else str(value))
+        return f"{state.param[name].label}: {text}"
+    shown = [n for n in FIXED if n not in _RATE_ONLY or state.arrival != "all-at-once"]
+    return FIXED_NOTE.format("; ".join(said(n) for n in shown))
 SHARE_HREF = "\x00href\x00"  # where the page's script puts the link to the state on screen
 
 # What a run changes, by model type (the properties the views' `_update` methods set).
@@ -83,11 +96,8 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
         app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
         v = app.views
         c = v["controls"]
-        c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=FIXED_NOTE)  # before it is drawn
-        # Traffic: the static build has the article's all-at-once states only (the served app has them all).
-        for name in ("model", "gpu", "max_num_batched_tokens", "full_isl", "arrival", "request_rate", "burstiness",
-                     "slo_ttft_ms", "slo_tpot_ms", "prefix_caching", "system_prompt_len", "turns"):
-            getattr(c, name).disabled = True
+        c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=fixed_note(state),
+                       grid_only=True)  # before it is drawn
         share = v["share"].pane
         share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
         root = pn.panel(app).get_root(doc, Comm())

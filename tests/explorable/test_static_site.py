@@ -261,10 +261,13 @@ def test_the_share_link_follows_the_state_and_the_fixed_advanced_controls_say_so
         assert other.evaluate("window.cbStatic.values()")["max_num_seqs"] == "64"
         assert (other.locator('[data-readout="throughput_tok_s"] .readout-value').get_attribute("data-value")
                 == page.locator('[data-readout="throughput_tok_s"] .readout-value').get_attribute("data-value"))
-        # Advanced: the four controls the grid holds at their starting values are shown, disabled, with a line.
+        # Advanced: the controls the grid does not hold are named with their fixed values, not drawn.
         page.locator(".advanced").first.get_by_text("Advanced").click()
-        sync_api.expect(page.locator(".fixed-note").first).to_contain_text("static build")
-        assert page.locator(".advanced select").first.is_disabled()
+        note = page.locator(".fixed-note").first
+        sync_api.expect(note).to_contain_text("static build")
+        for said in ("Qwen3-8B", "H100 SXM", "--max-num-batched-tokens: 8,192", "traffic: all-at-once"):
+            sync_api.expect(note).to_contain_text(said)
+        assert page.locator(".advanced select").count() == 0 and page.locator(".ctl-arrival").count() == 0
     finally:
         context.close()
     assert refused == []
