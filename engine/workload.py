@@ -56,6 +56,11 @@ class Workload:
     def __post_init__(self) -> None:
         prompt = np.ascontiguousarray(self.prompt_len, dtype=np.int64)
         output = np.ascontiguousarray(self.output_len, dtype=np.int64)
+        # The core sizes its per-token log from the outputs and writes it without bounds checks: refuse here
+        # what the file loaders refuse (every request has a prompt and produces at least one token).
+        if prompt.ndim != 1 or output.shape != prompt.shape or (prompt < 1).any() or (output < 1).any():
+            raise WorkloadError("a workload needs one prompt length and one output length (each at least 1) per "
+                                "request")
         if self.arrival_s is not None:
             arrival = np.ascontiguousarray(self.arrival_s, dtype=np.float64)
             if arrival.shape != prompt.shape or not np.isfinite(arrival).all() or (arrival < 0).any() \

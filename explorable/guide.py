@@ -201,10 +201,11 @@ class Guide(pn.viewable.Viewer):
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
         # away from one. A link to a state that is no step opens without the "moved" hint.
         self.followed = match is not None
-        # Whether the page opened away from the starting point (a link): only then does a state that is no
-        # step of this guide need saying so. At the starting point a later guide's first step is an invitation.
-        defaults = self.state.defaults()
-        self.linked = any(getattr(self.state, name) != value for name, value in defaults.items())
+        # Whether the page opened from a link to settings that are no step of any guide: only then does a state
+        # that is no step of this guide need saying so. At the starting point, or at another guide's step, a
+        # later guide's first step is an invitation.
+        self.linked = not self._at_start() and all(
+            matching_step(self.state, steps) is None for steps in (STEPS, TRAFFIC_STEPS, PREFIX_STEPS))
         self.state.param.watch(self._refresh, ["trace", "run_error"])
         self.param.watch(self._refresh, "chosen")
         self._refresh()
@@ -215,7 +216,12 @@ class Guide(pn.viewable.Viewer):
         self.chosen = index
         self.state.param.update(**step_settings(self.state, index, self.steps))
 
+    def _at_start(self) -> bool:
+        return all(getattr(self.state, name) == value for name, value in self.state.defaults().items())
+
     def _refresh(self, *_):
+        if self.linked and self._at_start():
+            self.linked = False  # back at the starting point (Reset): whatever the link opened is left behind
         match = matching_step(self.state, self.steps)
         if match is not None and match != self.chosen:
             self.chosen = match  # the reader reached a step by hand: show its text (this re-enters once)

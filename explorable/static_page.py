@@ -53,6 +53,8 @@ def fixed_note(state: ExplorableState) -> str:
         return f"{state.param[name].label}: {text}"
     shown = [n for n in FIXED if n not in _RATE_ONLY or state.arrival != "all-at-once"]
     return FIXED_NOTE.format("; ".join(said(n) for n in shown))
+
+
 SHARE_HREF = "\x00href\x00"  # where the page's script puts the link to the state on screen
 
 # What a run changes, by model type (the properties the views' `_update` methods set).

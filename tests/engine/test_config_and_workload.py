@@ -91,3 +91,12 @@ def test_kv_cache_block_count_follows_vllm_formula():
     cfg = RunConfig(pool_gib=16)
     assert cfg.num_gpu_blocks == math.floor(16 * 2**30 / (16 * 147_456))
     assert RunConfig(num_gpu_blocks_override=100).num_gpu_blocks == 100
+
+
+@pytest.mark.parametrize("prompts, outputs", [([5], [0]), ([0], [3]), ([5, 6], [3]), ([[5]], [[3]])])
+def test_a_workload_built_in_code_is_checked_as_a_file_is(prompts, outputs):
+    # The core writes one log entry per output token without bounds checks: a request with no output (it would
+    # still sample one token) must be refused before any run.
+    from engine import Workload
+    with pytest.raises(WorkloadError, match="at least 1"):
+        Workload(np.array(prompts), np.array(outputs))

@@ -57,6 +57,20 @@ def test_a_later_guide_at_the_starting_point_says_nothing_about_links_or_moves()
     assert "none of the steps" not in guide.text.object and "moved" not in guide.text.object
 
 
+def test_a_link_to_a_step_of_one_guide_gives_the_other_guides_no_link_hint_and_reset_clears_it():
+    state = ExplorableState()
+    apply_query(state, {"max_num_seqs": "64"})  # the article's step 2
+    assert matching_step(state, STEPS) == 1
+    later = [Guide(state=state, steps=steps) for steps in (TRAFFIC_STEPS, PREFIX_STEPS)]
+    assert all("none of the steps" not in g.text.object for g in later)
+    other = ExplorableState()
+    apply_query(other, {"max_num_seqs": "100"})  # no step of any guide
+    guides = [Guide(state=other, steps=steps) for steps in (STEPS, TRAFFIC_STEPS, PREFIX_STEPS)]
+    assert all("none of the steps" in g.text.object for g in guides)
+    other.reset()
+    assert all("none of the steps" not in g.text.object and "moved" not in g.text.object for g in guides[1:])
+
+
 def test_moving_away_from_a_step_shows_the_hint():
     state = ExplorableState()
     guide = Guide(state=state)
