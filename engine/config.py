@@ -146,7 +146,7 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
     """Refuse up front a pool that cannot hold the largest request alone (vLLM would hang, not fail)."""
     max_len = cfg.effective_max_model_len
     lengths = workload.prompt_len + workload.output_len
-    longest = int(lengths.max()) if len(lengths) else 0
+    longest = int(lengths.max(initial=0))
     if longest > max_len:
         i = int(np.argmax(lengths))
         raise ConfigError(
@@ -157,11 +157,11 @@ def check_servable(cfg: RunConfig, workload: Workload) -> None:
     # (blocks grow with tokens: the most blocks any request needs is the blocks of the most tokens)
     if cfg.allocation == "reserve":
         declared = declared_max_tokens(cfg, workload)
-        need_blocks = -(-int((workload.prompt_len + declared).max()) // bs) if len(lengths) else 0
+        need_blocks = cfg.blocks_for(int((workload.prompt_len + declared).max(initial=0)))
         what = "reserve prompt + declared max_tokens for its largest request"
     else:
         # The last sampled token is never fed back, so a request peaks at prompt + output - 1 tokens of KV.
-        need_blocks = -(-(longest - 1) // bs) if len(lengths) else 0
+        need_blocks = cfg.blocks_for(max(longest - 1, 0))
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
         if cfg.num_gpu_blocks_override is not None:

@@ -179,19 +179,38 @@ def _content_ids(params, req, state, r):
     return shared, req[r, GROUP_BASE], state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP]
 
 
+# The free queue and each content id's blocks are doubly linked lists threaded through two regions of the
+# block entries (R_FNEXT/R_FPREV, R_HNEXT/R_HPREV); the caller keeps each list's first and last block.
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _link_last(blocks, base, nxt, prv, b, last):
+    """Block b after `last` (0: the list is empty) in the list threaded through regions nxt/prv."""
+    blocks[_reg(base, nxt, b)] = 0
+    blocks[_reg(base, prv, b)] = last
+    if last:
+        blocks[_reg(base, nxt, last)] = b
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _unlink(blocks, base, nxt, prv, b):
+    """Take block b out of the list threaded through regions nxt/prv; returns its (previous, next), 0 where b
+    was first or last (the caller then moves the list's first or last to the other)."""
+    before = blocks[_reg(base, prv, b)]
+    after = blocks[_reg(base, nxt, b)]
+    if before:
+        blocks[_reg(base, nxt, before)] = after
+    if after:
+        blocks[_reg(base, prv, after)] = before
+    return before, after
+
+
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _free_remove(state, blocks, b):
-    base = state[CACHE_AT]
-    prev = blocks[_reg(base, R_FPREV, b)]
-    nxt = blocks[_reg(base, R_FNEXT, b)]
-    if prev:
-        blocks[_reg(base, R_FNEXT, prev)] = nxt
-    else:
-        state[FREE_HEAD] = nxt
-    if nxt:
-        blocks[_reg(base, R_FPREV, nxt)] = prev
-    else:
-        state[FREE_TAIL] = prev
+    """Take block b out of the free queue (from anywhere: a hit takes a block from its middle)."""
+    before, after = _unlink(blocks, state[CACHE_AT], R_FNEXT, R_FPREV, b)
+    if not before:
+        state[FREE_HEAD] = after
+    if not after:
+        state[FREE_TAIL] = before
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -201,17 +220,12 @@ def _uncache(state, blocks, b):
     cid = blocks[_reg(base, R_HASH, b)]
     if cid < 0:
         return
-    prev = blocks[_reg(base, R_HPREV, b)]
-    nxt = blocks[_reg(base, R_HNEXT, b)]
+    before, after = _unlink(blocks, base, R_HNEXT, R_HPREV, b)
     head = _chead(state, cid)
-    if prev:
-        blocks[_reg(base, R_HNEXT, prev)] = nxt
-    else:
-        blocks[head] = nxt
-    if nxt:
-        blocks[_reg(base, R_HPREV, nxt)] = prev
-    else:
-        blocks[head + 1] = prev
+    if not before:
+        blocks[head] = after
+    if not after:
+        blocks[head + 1] = before
     blocks[_reg(base, R_HASH, b)] = -1
 
 
@@ -226,13 +240,10 @@ def _cache_full_blocks(params, req, state, blocks, r, full):
         b = blocks[start + j]
         cid = group + j if j < shared else own + j
         head = heads + 2 * cid
-        tail = blocks[head + 1]
+        last = blocks[head + 1]
         blocks[_reg(base, R_HASH, b)] = cid
-        blocks[_reg(base, R_HNEXT, b)] = 0
-        blocks[_reg(base, R_HPREV, b)] = tail
-        if tail:
-            blocks[_reg(base, R_HNEXT, tail)] = b
-        else:
+        _link_last(blocks, base, R_HNEXT, R_HPREV, b, last)
+        if not last:
             blocks[head] = b
         blocks[head + 1] = b
     if full > req[r, NUM_CACHED]:
@@ -288,13 +299,8 @@ def _take_blocks_cached(params, req, state, blocks, r, count):
             b = fresh
             fresh += 1
         else:
-            b = state[FREE_HEAD]  # (the head: no previous entry to relink)
-            nxt = blocks[_reg(base, R_FNEXT, b)]
-            state[FREE_HEAD] = nxt
-            if nxt:
-                blocks[_reg(base, R_FPREV, nxt)] = 0
-            else:
-                state[FREE_TAIL] = 0
+            b = state[FREE_HEAD]
+            _free_remove(state, blocks, b)
             _uncache(state, blocks, b)
         blocks[_reg(base, R_REF, b)] = 1
         blocks[start + j] = b
@@ -315,11 +321,8 @@ def _release_blocks_cached(req, state, blocks, r):
         at = _reg(base, R_REF, b)
         blocks[at] -= 1
         if blocks[at] == 0:
-            blocks[_reg(base, R_FNEXT, b)] = 0
-            blocks[_reg(base, R_FPREV, b)] = tail
-            if tail:
-                blocks[_reg(base, R_FNEXT, tail)] = b
-            else:
+            _link_last(blocks, base, R_FNEXT, R_FPREV, b, tail)
+            if not tail:
                 state[FREE_HEAD] = b
             tail = b
             freed += 1
