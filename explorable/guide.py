@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.assets import mark_current, stylesheet
+from explorable.assets import END_OF_WALK_STYLES, mark_current, set_styles, stylesheet
 from explorable.state import CONTROLS, ExplorableState
 from explorable.text_pane import TextHTML
 
@@ -232,8 +232,8 @@ class Guide(pn.viewable.Viewer):
         with pn.io.hold():
             for i, button in enumerate(self.buttons):
                 mark_current(button, i == match)
-            self.prev.disabled = self.chosen == 0
-            self.next.disabled = self.chosen == len(self.steps) - 1
+            set_styles(self.prev, END_OF_WALK_STYLES, self.chosen == 0)
+            set_styles(self.next, END_OF_WALK_STYLES, self.chosen == len(self.steps) - 1)
             if drifted:
                 hint = (' <span class="drifted">(you have moved the controls since; choose the step again to '
                         "return to it)</span>")

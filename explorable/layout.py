@@ -13,7 +13,7 @@ import panel as pn
 import param
 from panel.reactive import Syncable
 
-from explorable import background, budget, health, links, log_limits, projector, startup, url
+from explorable import background, budget, health, inline_arrays, links, log_limits, projector, startup, url
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -71,6 +71,7 @@ def configure() -> None:
     budget.install()
     health.install()
     _one_message_per_browser_event()
+    inline_arrays.install()
     # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
     # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
     pn.extension(

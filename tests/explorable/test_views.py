@@ -210,6 +210,23 @@ def test_choosing_a_step_sets_every_control(app):
     assert guide.chosen == 5 and app.state.spread == 1.0
 
 
+def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
+    """At the first step "previous" (at the last, "next") is greyed and takes no pointer: a style, because a
+    `disabled` change makes BokehJS rebuild the button and lay out the whole page again."""
+    from explorable.assets import END_OF_WALK_STYLES
+
+    guide = app.views["guide"]
+    ends = lambda: (guide.prev.styles == END_OF_WALK_STYLES, guide.next.styles == END_OF_WALK_STYLES)  # noqa: E731
+    assert ends() == (True, False)
+    guide.go(3)
+    assert ends() == (False, False)
+    guide.go(len(guide.steps) - 1)
+    assert ends() == (False, True)
+    assert not guide.prev.disabled and not guide.next.disabled
+    guide.next.clicks += 1  # a keyboard press on the greyed button: nothing moves
+    assert guide.chosen == len(guide.steps) - 1
+
+
 def test_stop_buttons_set_the_value(app):
     stops = app.views["controls"]
     panel_obj = pn.panel(stops)
