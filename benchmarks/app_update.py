@@ -13,7 +13,10 @@ The last line times what a class costs per page: releases to states whose runs, 
 another page has already computed (explorable.runs, explorable.view_data), so only the page's own work
 remains -- the server time each of 60 pages releasing together waits for, one page after another.
 
-    python benchmarks/app_update.py [--releases 30]
+The PATCH-DOC message is encoded as the served app encodes it (arrays up to 64 KiB inline,
+explorable.inline_arrays); --binary-arrays encodes it as Bokeh alone would (one binary buffer per array).
+
+    python benchmarks/app_update.py [--releases 30] [--binary-arrays] [--only-class]
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import param  # noqa: E402
 from bokeh.document import Document  # noqa: E402
 from bokeh.protocol import Protocol  # noqa: E402
 
-from explorable import runs  # noqa: E402
+from explorable import inline_arrays, runs  # noqa: E402
 from explorable.curves import Curves  # noqa: E402
 from explorable.layout import build_app  # noqa: E402
 from explorable.traffic_curve import TrafficCurve  # noqa: E402
@@ -57,7 +60,11 @@ def pct(values, q):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--releases", type=int, default=30)
+    parser.add_argument("--binary-arrays", action="store_true", help="every array as a binary buffer (Bokeh's own)")
+    parser.add_argument("--only-class", action="store_true", help="only the last line (states already computed)")
     args = parser.parse_args()
+    if not args.binary_arrays:
+        inline_arrays.install()
 
     runs.warm()
     pending = []
@@ -66,7 +73,7 @@ def main() -> None:
 
     print(f"{'scenario':<55} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
     print(f"{'':<55} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")
-    for name, (settings, top) in SCENARIOS.items():
+    for name, (settings, top) in ({} if args.only_class else SCENARIOS).items():
         app = build_app(sync=False)
         doc = Document()
         doc.add_root(pn.panel(app).get_root(doc))
@@ -119,10 +126,12 @@ def main() -> None:
         message = Protocol().create("PATCH-DOC", events)
         size = len(message.content_json) + sum(len(b.to_bytes()) for b in message.buffers)
         t2 = time.perf_counter()
+        frames = 1 + 2 * len(message.buffers)  # the message, then a header and a binary frame per buffer
         if i >= 4:  # the first releases compute what the others find cached
             response.append(1e3 * (t1 - t0))
             patch_ms.append(1e3 * (t2 - t1))
             patch_kb.append(size / 1e3)
+    print(f"(a page's update goes out as {frames} websocket frame(s))")
     name = "class: states another page computed (64 <-> 128)"
     print(f"{name:<55} {statistics.median(response):8.1f} {pct(response, 95):8.1f} {'(in response)':>17} "
           f"{statistics.median(patch_ms):7.1f} {pct(patch_ms, 95):7.1f} {statistics.median(patch_kb):9.1f}")

@@ -216,7 +216,12 @@ class Action:
             self.locator.focus()
             return
         self.locator.scroll_into_view_if_needed()
-        box = self.locator.bounding_box()
+        box = None
+        for _ in range(50):  # until the button has stopped moving (a section above it may still be drawn)
+            last, box = box, self.locator.bounding_box()
+            if box is not None and box == last:
+                break
+            self.page.wait_for_timeout(100)
         self.x, self.y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
         self.cdp.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": self.x, "y": self.y})
 
