@@ -112,6 +112,18 @@ ARM_JS = """(timeoutMs) => {
 }"""
 
 
+# The element a click at (x, y) reaches, through shadow roots (Panel draws every component in one).
+HIT_JS = """([x, y]) => {
+  let el = document.elementFromPoint(x, y);
+  while (el && el.shadowRoot) {
+    const inner = el.shadowRoot.elementFromPoint(x, y);
+    if (!inner || inner === el) break;
+    el = inner;
+  }
+  return el;
+}"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -222,7 +234,14 @@ class Action:
             if box is not None and box == last:
                 break
             self.page.wait_for_timeout(100)
+        if box is None:
+            raise RuntimeError(f"{self.locator} is not on the page")
         self.x, self.y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        # What a reader's click there would hit (through the shadow roots) must be this button, not something
+        # drawn over it (a tooltip, a notice): Playwright's click checked that, and so does this.
+        hit = self.page.evaluate_handle(HIT_JS, [self.x, self.y])
+        if not self.locator.evaluate("(el, hit) => el === hit || el.contains(hit)", hit):
+            raise RuntimeError(f"something covers {self.locator} at ({self.x:.0f}, {self.y:.0f})")
         self.cdp.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": self.x, "y": self.y})
 
     def fire(self) -> None:

@@ -118,7 +118,7 @@ def is_current(widget: pn.widgets.Widget) -> bool:
 # The guide's "previous" at its first step and "next" at its last: greyed and not clickable. Not `disabled`:
 # BokehJS rebuilds a button whose `disabled` changes and then lays out the whole page again (about 40 ms of
 # the browser's work on every click that moves the guide to or from an end); a style change costs a restyle.
-END_OF_WALK_STYLES = {"opacity": "0.4", "pointer-events": "none"}
+END_OF_WALK_STYLES = {"opacity": "0.4", "pointer-events": "none", "cursor": "default"}
 
 # A control that the current setting does not read (declared max_tokens while allocating on demand).
 INACTIVE_STYLES = {"font-style": "italic", "opacity": "0.7"}

@@ -192,8 +192,10 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
-        self.prev.on_click(lambda _e: self.go(max(self.chosen - 1, 0)))
-        self.next.on_click(lambda _e: self.go(min(self.chosen + 1, len(self.steps) - 1)))
+        # At an end the button is greyed, not disabled (explorable.assets.END_OF_WALK_STYLES): a key press on it
+        # must change nothing, not put the current step's settings back over what the reader has moved.
+        self.prev.on_click(lambda _e: self.chosen > 0 and self.go(self.chosen - 1))
+        self.next.on_click(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1))
         self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state, self.steps)

@@ -97,9 +97,11 @@ SCRIPT = """<script>
     }});
   }
   plot._invalidate_layout_if_needed = function () {
-    const {width_policy, height_policy} = this.box_sizing();
+    // Sized by its content (a frame size, a fit or min policy, or auto without a size): BokehJS's own way.
+    const {width_policy, height_policy, width, height} = this.box_sizing();
     if (this.model.frame_width != null || this.model.frame_height != null || fitted(width_policy) ||
-        fitted(height_policy) || !this._was_built) return relayout.call(this);
+        fitted(height_policy) || (width_policy == "auto" && width == null) ||
+        (height_policy == "auto" && height == null) || !this._was_built) return relayout.call(this);
     let changed = this._needs_layout;
     if (changed) this.invalidate_painters();
     else {
@@ -125,10 +127,13 @@ SCRIPT = """<script>
   const resized = layout_dom && layout_dom._after_resize;
   if (typeof resized !== "function") return;
   const PlotView = plot.constructor;
+  // Components that lay out their own inside after a resize of any kind (tabs, tables, editors, ESM widgets):
+  // none is on this page; should one be added, it keeps BokehJS's way.
+  const own = /Tabs|Tabulator|Ace|ESM|AnyWidget|Perspective|DeckGL|Plotly|Vega|ECharts|Vizzu/;
   layout_dom._after_resize = function () {
     const width = this.bbox.width, last = this.%(width)s;
     this.%(width)s = width;
-    if (last === width && !(this instanceof PlotView)) return;  // grew or shrank in height only
+    if (last === width && !(this instanceof PlotView) && !own.test(this.model.type)) return;  // height only
     return resized.call(this);
   };
   layout_dom.%(resize)s = resized;

@@ -280,8 +280,8 @@
         const [, control, i] = stop;
         go({...values, [control]: nearest(control, Number(C.buttonStops[control][Number(i)]))});
       } else if (name.startsWith("step.")) step(Number(name.slice(5)));
-      else if (name === "guide.prev") step(Math.max(chosen - 1, 0));
-      else if (name === "guide.next") step(Math.min(chosen + 1, C.steps.length - 1));
+      else if (name === "guide.prev") { if (chosen > 0) step(chosen - 1); }  // greyed at an end: nothing
+      else if (name === "guide.next") { if (chosen < C.steps.length - 1) step(chosen + 1); }
       else if (name === "reset") go(Object.fromEntries(C.grid.map((n) => [n, C.defaults[n]])));
       else if (name === "notices.dismiss") {
         doc.apply_json_patch({events: events({"notices.box": {visible: false}}, [])}, new Map());

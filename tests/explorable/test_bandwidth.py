@@ -11,6 +11,7 @@ import pytest
 from bokeh.document import Document
 from bokeh.protocol import Protocol
 
+from explorable import inline_arrays
 from explorable.curves import Curves
 from explorable.layout import build_app
 from explorable.time_grid import time_quantum
@@ -29,6 +30,9 @@ HEAVY = {
 
 
 def patch_bytes(events) -> int:
+    """The message as the served app sends it: small arrays inline (explorable.inline_arrays), large ones as
+    binary frames."""
+    inline_arrays.install()  # what configure() does in a served process; idempotent
     message = Protocol().create("PATCH-DOC", events)
     return len(message.content_json.encode()) + sum(len(b.to_bytes()) for b in message.buffers)
 

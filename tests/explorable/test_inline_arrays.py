@@ -24,9 +24,14 @@ def _patch_buffers(**columns) -> tuple[list, dict]:
     return msg.buffers, msg.content
 
 
-def test_small_arrays_travel_inside_the_message_and_large_ones_as_frames():
+def test_small_arrays_travel_inside_the_message_and_large_ones_as_frames(monkeypatch):
+    from bokeh.core import serialization
+
+    monkeypatch.setattr(serialization.Serializer, "_encode_bytes", serialization.Serializer._encode_bytes)
     inline_arrays.install()
+    installed = serialization.Serializer._encode_bytes
     inline_arrays.install()  # twice is once
+    assert serialization.Serializer._encode_bytes is installed
     small = np.arange(256, dtype=np.float64)  # a lane column: 2 kB
     large = np.arange(inline_arrays.LIMIT // 8 + 1, dtype=np.float64)  # over the limit
     buffers, content = _patch_buffers(left=small)
@@ -37,3 +42,5 @@ def test_small_arrays_travel_inside_the_message_and_large_ones_as_frames():
     assert gzip.decompress(base64.b64decode(data["array"]["data"])) == small.tobytes()
     buffers, _ = _patch_buffers(left=np.resize(small, large.shape), right=large)
     assert len(buffers) == 2 and all(b.data.nbytes == large.nbytes for b in buffers)
+    at_limit = np.arange(inline_arrays.LIMIT // 8, dtype=np.float64)  # exactly 64 KiB: still inline
+    assert _patch_buffers(left=at_limit)[0] == []

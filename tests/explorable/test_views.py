@@ -223,8 +223,13 @@ def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
     guide.go(len(guide.steps) - 1)
     assert ends() == (False, True)
     assert not guide.prev.disabled and not guide.next.disabled
-    guide.next.clicks += 1  # a keyboard press on the greyed button: nothing moves
-    assert guide.chosen == len(guide.steps) - 1
+    app.state.pool_gib = 32.0  # the reader moves a control, then presses the greyed button with the keyboard
+    guide.next.clicks += 1
+    assert guide.chosen == len(guide.steps) - 1 and app.state.pool_gib == 32.0
+    guide.go(0)
+    app.state.spread = 4.0
+    guide.prev.clicks += 1
+    assert guide.chosen == 0 and app.state.spread == 4.0
 
 
 def test_stop_buttons_set_the_value(app):
