@@ -58,24 +58,32 @@ SCRIPT = """<script>
   };
   proto.%(mark)s = true;
   proto.%(plain)s = update;
+  // A map kept until the running script ends (a microtask forgets it), and a lookup that fills it once.
+  const perScript = () => {
+    let map = null;
+    return () => {
+      if (map === null) {
+        map = new Map();
+        queueMicrotask(() => { map = null; });
+      }
+      return map;
+    };
+  };
+  const known = (map, key, compute) => {
+    let value = map.get(key);
+    if (value === undefined) map.set(key, value = compute());
+    return value;
+  };
   let visual;
   try { visual = Bokeh.require("core/visuals/visual").VisualProperties.prototype; } catch (e) { return; }
   if (!visual || typeof visual._get_css_value !== "function") return;
   const read = visual._get_css_value;
-  let answers = null;  // element -> (variable -> value), for the script now running
+  const answers = perScript();  // element -> (variable -> value)
   visual._get_css_value = function (name) {
     const el = this.obj && this.obj.el;
     if (el == null) return read.call(this, name);
-    if (answers === null) {
-      answers = new Map();
-      queueMicrotask(() => { answers = null; });
-    }
-    let known = answers.get(el);
-    if (known === undefined) answers.set(el, known = new Map());
-    const key = this.css_prefix + name;
-    let value = known.get(key);
-    if (value === undefined) known.set(key, value = read.call(this, name));
-    return value;
+    const mine = known(answers(), el, () => new Map());
+    return known(mine, this.css_prefix + name, () => read.call(this, name));
   };
   visual.%(plain_read)s = read;
   let plot;
@@ -85,15 +93,9 @@ SCRIPT = """<script>
   const fitted = (policy) => policy == "fit" || policy == "min";
   const font = Object.getOwnPropertyDescriptor(plot, "base_font_size");
   if (font && typeof font.get === "function") {
-    let sizes = null;  // plot view -> its font size, for the script now running (as the CSS variables above)
+    const sizes = perScript();  // plot view -> its font size (as the CSS variables above)
     Object.defineProperty(plot, "base_font_size", {configurable: true, get() {
-      if (sizes === null) {
-        sizes = new Map();
-        queueMicrotask(() => { sizes = null; });
-      }
-      let size = sizes.get(this);
-      if (size === undefined) sizes.set(this, size = font.get.call(this));
-      return size;
+      return known(sizes(), this, () => font.get.call(this));
     }});
   }
   plot._invalidate_layout_if_needed = function () {
