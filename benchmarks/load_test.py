@@ -12,7 +12,8 @@ next to the server:
   burst    every session releases a slider at the same instant, each at a different new value (the worst
            case: 60 uncached runs at once);
   class    every session releases --max-num-seqs at the same instant to the same value, as a class following
-           the guided steps does (one run, shared by every session through the cross-session cache);
+           the guided steps does (one run, shared by every session through the cross-session cache; each
+           session first puts back the pool the burst phase changed, so all are at one state);
   flood    one session sends --flood new values 10 ms apart (a script or a stuck key) while ten others
            release sliders: how many updates the server computes, and what the others wait;
   cycles   500 sessions opened and closed (4 at a time), server RSS sampled every 100, and once more after
@@ -223,7 +224,7 @@ class Msg:
 
 def walk_ids(doc_json: dict) -> dict:
     """Ids the test needs from a PULL-DOC reply: sliders by css class, the readouts pane, curve data."""
-    found = {"sliders": {}, "readouts": None, "curves": set(), "lanes": set()}
+    found = {"sliders": {}, "start": {}, "readouts": None, "curves": set(), "lanes": set()}
 
     def visit(node, inside: str | None):
         if isinstance(node, dict):
@@ -234,6 +235,7 @@ def walk_ids(doc_json: dict) -> dict:
                     for c in classes:
                         if isinstance(c, str) and c.startswith("ctl-") and node.get("name") == "Slider":
                             found["sliders"][c[4:]] = node["id"]
+                            found["start"][c[4:]] = attrs.get("value")  # as the page opened
                     if "run-readouts" in classes:  # the run's readouts (not the latency pane)
                         found["readouts"] = node["id"]
                     if "curves" in classes:
@@ -468,8 +470,24 @@ CLASS_STEPS = (64, 8, 512, 128)  # --max-num-seqs values the guided steps visit
 
 
 async def class_burst(sessions, args) -> dict:
-    """Every session releases --max-num-seqs at the same instant to the same value, --bursts times."""
+    """Every session releases --max-num-seqs at the same instant to the same value, --bursts times.
+
+    The burst phase left each session at a pool of its own; a class following the guided steps is at one
+    state, so every session first puts the pool back where the page opened (untimed, a few at a time)."""
     lat, curves, timeouts = [], [], 0
+    align = asyncio.Semaphore(4)
+
+    async def back(s):
+        async with align:
+            start = s.ids["start"].get("pool_gib")
+            if start is not None and s.values.get("pool_gib", start) != start:
+                try:
+                    await s.release("pool_gib", start, args.update_timeout)
+                except (TimeoutError, asyncio.TimeoutError):
+                    pass
+
+    await asyncio.gather(*(back(s) for s in sessions))
+    await asyncio.sleep(1.0)
     for b in range(args.bursts):
         value = CLASS_STEPS[b % len(CLASS_STEPS)]
 

@@ -13,7 +13,9 @@ import panel as pn
 import param
 from panel.reactive import Syncable
 
-from explorable import background, budget, health, inline_arrays, links, log_limits, projector, startup, url
+from explorable import (
+    background, budget, health, inline_arrays, links, log_limits, projector, prompt_writes, startup, url,
+)
 from explorable.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.controls import Controls
 from explorable.curves import Curves
@@ -72,6 +74,7 @@ def configure() -> None:
     health.install()
     _one_message_per_browser_event()
     inline_arrays.install()
+    prompt_writes.install()
     # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
     # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
     pn.extension(

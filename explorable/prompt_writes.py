@@ -1,0 +1,56 @@
+"""Bokeh's own messages leave the server in one go, so a page's update is never held back behind them.
+
+Bokeh sends a message (header, metadata, content and any buffers: one websocket frame each) by awaiting
+the write of each frame in turn while it holds the connection's write lock, so the lock stays taken for
+several turns of the event loop. Panel writes a page's update at once only while that lock is free;
+otherwise it queues the update and retries on a later turn. When a class releases together, each page's
+"OK" (Bokeh's reply to the release) still held its lock when that page's update was ready, so the updates
+went out only once the loop had answered every page: all of them at the end (1.4 s after the release for
+30 pages), rather than one after another from 0.1 s.
+
+Here the frames of one message are handed to the socket back to back, with no turn of the loop between
+them (the loop has one thread, so nothing can come between them either), and the lock is let go before
+waiting for the socket to take them. Clients other than a server's websocket keep Bokeh's own method.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from bokeh.protocol.message import Message
+from tornado.websocket import WebSocketHandler
+
+_MARK = "_explorable_prompt"
+
+
+def frames(message: Message) -> Iterator[tuple[str | bytes, bool]]:
+    """(data, binary) of each websocket frame of `message`, in Bokeh's order."""
+    yield message.header_json, False
+    yield message.metadata_json, False
+    yield message.content_json, False
+    for buffer in message._buffers:
+        yield json.dumps(buffer.ref), False
+        yield buffer.to_bytes(), True
+
+
+def install() -> None:
+    """Once per process: `Message.send` to a server's websocket writes its frames back to back."""
+    original = Message.send
+    if getattr(original, _MARK, False):
+        return
+
+    async def send(self: Message, conn) -> int:
+        if not isinstance(conn, WebSocketHandler):
+            return await original(self, conn)
+        with await conn.write_lock.acquire():  # waits for a sender that still writes Bokeh's way
+            writes, sent = [], 0
+            for data, binary in frames(self):
+                writes.append(WebSocketHandler.write_message(conn, data, binary))
+                sent += len(data)
+        for write in writes:
+            await write
+        return sent
+
+    setattr(send, _MARK, True)
+    send.__doc__ = original.__doc__
+    Message.send = send
