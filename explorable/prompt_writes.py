@@ -14,6 +14,7 @@ waiting for the socket to take them. Clients other than a server's websocket kee
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -47,8 +48,7 @@ def install() -> None:
             for data, binary in frames(self):
                 writes.append(WebSocketHandler.write_message(conn, data, binary))
                 sent += len(data)
-        for write in writes:
-            await write
+        await asyncio.gather(*writes)  # each write's error is taken (a closed socket fails them all)
         return sent
 
     setattr(send, _MARK, True)

@@ -111,3 +111,22 @@ def test_a_connection_that_is_no_server_websocket_keeps_bokehs_way(installed):
         assert client.frames == [data for data, _ in prompt_writes.frames(message)]
 
     asyncio.run(scenario())
+
+
+def test_a_socket_that_closes_while_taking_the_frames_fails_the_send_as_bokeh_expects(installed):
+    """Bokeh's WSHandler.send_message catches WebSocketClosedError (the page is gone); every failed write is
+    taken, so nothing is left for asyncio to report as never retrieved."""
+    from tornado.websocket import WebSocketClosedError
+
+    async def scenario():
+        handler, message = _handler(), _message_with_a_buffer()
+        sending = asyncio.ensure_future(message.send(handler))
+        await asyncio.sleep(0)
+        for write in handler.ws_connection.pending:
+            write.set_exception(WebSocketClosedError())
+        with pytest.raises(WebSocketClosedError):
+            await sending
+        assert all(write.done() for write in handler.ws_connection.pending)
+        assert handler.write_lock._block._value != 0
+
+    asyncio.run(scenario())
