@@ -10,7 +10,8 @@ went out only once the loop had answered every page: all of them at the end (1.4
 
 Here the frames of one message are handed to the socket back to back, with no turn of the loop between
 them (the loop has one thread, so nothing can come between them either), and the lock is let go before
-waiting for the socket to take them. Clients other than a server's websocket keep Bokeh's own method.
+waiting for the socket to take them. Client connections, and a websocket class that writes its own way,
+keep Bokeh's own method.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import json
 from collections.abc import Iterator
 
 from bokeh.protocol.message import Message
+from bokeh.server.views.ws import WSHandler
 from tornado.websocket import WebSocketHandler
 
 _MARK = "_explorable_prompt"
@@ -41,14 +43,22 @@ def install() -> None:
         return
 
     async def send(self: Message, conn) -> int:
-        if not isinstance(conn, WebSocketHandler):
+        # Only Bokeh's own server websocket: a subclass that sends its own way (Panel's Jupyter executor
+        # writes to a comm) and every client connection keep Bokeh's method.
+        if not isinstance(conn, WSHandler) or type(conn).write_message is not WSHandler.write_message:
             return await original(self, conn)
-        with await conn.write_lock.acquire():  # waits for a sender that still writes Bokeh's way
-            writes, sent = [], 0
-            for data, binary in frames(self):
-                writes.append(WebSocketHandler.write_message(conn, data, binary))
-                sent += len(data)
-        await asyncio.gather(*writes)  # each write's error is taken (a closed socket fails them all)
+        writes, sent, failed = [], 0, None
+        with await conn.write_lock.acquire():  # another sender may hold it (one that still writes Bokeh's way)
+            try:
+                for data, binary in frames(self):
+                    writes.append(WebSocketHandler.write_message(conn, data, binary))
+                    sent += len(data)
+            except Exception as exc:  # the socket closed under us: the frames handed over fail with it
+                failed = exc
+        if failed is not None:
+            await asyncio.gather(*writes, return_exceptions=True)  # their errors are read, not left to asyncio
+            raise failed
+        await asyncio.gather(*writes)  # a closed socket fails them all; each error is read
         return sent
 
     setattr(send, _MARK, True)

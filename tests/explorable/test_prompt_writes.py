@@ -21,12 +21,13 @@ class _Socket:
     """What tornado's WebSocketHandler.write_message needs of its connection: frames are recorded, and each
     write completes only when the test says so (a socket that has not taken the data yet)."""
 
-    def __init__(self):
+    def __init__(self, closes_after: int | None = None):
         self.frames: list[tuple[str | bytes, bool]] = []
         self.pending: list[asyncio.Future] = []
+        self.closes_after = closes_after  # frames it takes before it closes (a page gone mid-message)
 
     def is_closing(self) -> bool:
-        return False
+        return self.closes_after is not None and len(self.frames) >= self.closes_after
 
     def write_message(self, message, binary=False):
         self.frames.append((message, binary))
@@ -35,11 +36,18 @@ class _Socket:
         return done
 
 
-def _handler() -> WSHandler:
-    handler = object.__new__(WSHandler)  # no tornado application: only what sending a message touches
+def _handler(cls: type = WSHandler, closes_after: int | None = None) -> WSHandler:
+    handler = object.__new__(cls)  # no tornado application: only what sending a message touches
     handler.write_lock = Lock()
-    handler.ws_connection = _Socket()
+    handler.ws_connection = _Socket(closes_after)
     return handler
+
+
+def _unread_errors(loop: asyncio.AbstractEventLoop) -> list[dict]:
+    """What asyncio reports through the loop's handler (a task's exception never retrieved, among others)."""
+    reports: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: reports.append(context))
+    return reports
 
 
 def _message_with_a_buffer() -> Message:
@@ -68,7 +76,7 @@ def test_every_frame_is_handed_over_before_the_first_write_completes_and_the_loc
         assert socket.frames == list(prompt_writes.frames(message))
         assert [binary for _, binary in socket.frames] == [False, False, False, False, True]
         # Panel's own test of a free lock (panel.io.document.unlocked) before it writes a page's update at once
-        assert handler.write_lock._block._value != 0, "the lock is held while the socket takes the frames"
+        assert handler.write_lock._block._value != 0, "the lock must be free while the socket takes the frames"
         assert not sending.done()
         for write in socket.pending:
             write.set_result(None)
@@ -84,7 +92,7 @@ def test_a_message_waits_for_a_sender_that_holds_the_lock(installed):
         releaser = await handler.write_lock.acquire()
         sending = asyncio.ensure_future(message.send(handler))
         await asyncio.sleep(0)
-        assert handler.ws_connection.frames == []  # frames of two messages never interleave
+        assert handler.ws_connection.frames == []  # nothing of ours while another sender holds the lock
         releaser.__exit__(None, None, None)
         await asyncio.sleep(0)
         await asyncio.sleep(0)
@@ -115,18 +123,40 @@ def test_a_connection_that_is_no_server_websocket_keeps_bokehs_way(installed):
 
 def test_a_socket_that_closes_while_taking_the_frames_fails_the_send_as_bokeh_expects(installed):
     """Bokeh's WSHandler.send_message catches WebSocketClosedError (the page is gone); every failed write is
-    taken, so nothing is left for asyncio to report as never retrieved."""
+    read, so asyncio has nothing to report as never retrieved, and the lock is let go."""
+    import gc
+
     from tornado.websocket import WebSocketClosedError
 
-    async def scenario():
-        handler, message = _handler(), _message_with_a_buffer()
+    async def scenario(closes_after):
+        reports = _unread_errors(asyncio.get_running_loop())
+        handler, message = _handler(closes_after=closes_after), _message_with_a_buffer()
         sending = asyncio.ensure_future(message.send(handler))
         await asyncio.sleep(0)
-        for write in handler.ws_connection.pending:
+        for write in handler.ws_connection.pending:  # what it had taken fails with it
             write.set_exception(WebSocketClosedError())
         with pytest.raises(WebSocketClosedError):
             await sending
-        assert all(write.done() for write in handler.ws_connection.pending)
-        assert handler.write_lock._block._value != 0
+        del sending, handler
+        gc.collect()
+        await asyncio.sleep(0)
+        return reports
+
+    for closes_after in (None, 0, 2):  # after every frame, before the first, in the middle of the message
+        reports = asyncio.run(scenario(closes_after))
+        assert reports == [], (closes_after, reports)
+
+
+def test_a_websocket_class_that_writes_its_own_way_keeps_bokehs_send(installed):
+    class CommHandler(WSHandler):  # as Panel's Jupyter executor: frames go through its own write_message
+        async def write_message(self, message, binary=False, locked=True):
+            self.sent_own_way.append(message)
+
+    async def scenario():
+        handler, message = _handler(CommHandler), _message_with_a_buffer()
+        handler.sent_own_way = []
+        await message.send(handler)
+        assert handler.sent_own_way == [data for data, _ in prompt_writes.frames(message)]
+        assert handler.ws_connection.frames == []
 
     asyncio.run(scenario())
