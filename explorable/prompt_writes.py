@@ -5,8 +5,8 @@ the write of each frame in turn while it holds the connection's write lock, so t
 several turns of the event loop. Panel writes a page's update at once only while that lock is free;
 otherwise it queues the update and retries on a later turn. When a class releases together, each page's
 "OK" (Bokeh's reply to the release) still held its lock when that page's update was ready, so the updates
-went out only once the loop had answered every page: all of them at the end (1.4 s after the release for
-30 pages), rather than one after another from 0.1 s.
+went out only once the loop had answered nearly every page: most of them at the end (1.4 s after the release
+for 60 pages), rather than one after another from 0.1 s.
 
 Here the frames of one message are handed to the socket back to back, with no turn of the loop between
 them (the loop has one thread, so nothing can come between them either), and the lock is let go before
@@ -53,7 +53,7 @@ def install() -> None:
                 for data, binary in frames(self):
                     writes.append(WebSocketHandler.write_message(conn, data, binary))
                     sent += len(data)
-            except Exception as exc:  # the socket closed under us: the frames handed over fail with it
+            except Exception as exc:  # the socket closed under us (or a frame failed): the others fail with it
                 failed = exc
         if failed is not None:
             await asyncio.gather(*writes, return_exceptions=True)  # their errors are read, not left to asyncio
