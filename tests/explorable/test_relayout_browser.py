@@ -56,7 +56,7 @@ def test_a_click_does_not_lay_out_the_whole_page_and_plots_are_placed_as_bokeh_w
     from engine import RunConfig, simulate
 
     peaks = {s: simulate(RunConfig(max_num_seqs=s)).summary()["peak_batch"] for s in (64, 256)}
-    context, page, errors = new_page(browser, 1280)
+    context, page, errors = new_page(browser, 1280, 2400)  # every plot in sight, so every plot paints
     page.goto(server)
     sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=6 * TIMEOUT_MS)
     page.locator(".lane-chart canvas").first.wait_for()

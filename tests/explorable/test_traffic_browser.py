@@ -66,8 +66,9 @@ def test_an_update_with_traffic_on_restyles_far_less_than_bokeh_would_alone(serv
     """BokehJS rewrites every renderer's position <style> at each paint, moved or not, and each renderer then
     reads its style back: one style recalculation per axis, grid, glyph and span of seven plots. The page keeps
     a sheet whose text is unchanged (explorable.paint_fix); the same clicks with BokehJS's own method put back
-    must cost more than twice the recalculations."""
-    context, page, errors = new_page(browser, 1280)
+    must cost more than twice the recalculations. (A window tall enough for every plot: plots out of sight are
+    not painted until they come into sight.)"""
+    context, page, errors = new_page(browser, 1280, 3200)
     page.goto(f"{server}?arrival=rate&request_rate=24")
     sync_api.expect(readout(page, "ttft_ms_p99")).to_be_visible(timeout=6 * TIMEOUT_MS)
     page.locator(".traffic-curve canvas").nth(1).wait_for()
