@@ -143,7 +143,10 @@ def measure(url: str, repeats: int, loads: int, width: int) -> tuple[dict[str, l
             page.wait_for_timeout(150)  # let the page settle, as a reader would between clicks
 
         stops = page.locator(".stop-max_num_seqs button")
-        labels = [t.strip() for t in stops.all_text_contents()]
+        # Only the stops the export computed: a button between them snaps to one (with a notice), and two
+        # in a row that snap to the same state would change nothing on screen.
+        grid = page.evaluate("window.CB_STATIC_CONFIG.stops.max_num_seqs")
+        labels = [t.strip() for t in stops.all_text_contents() if t.strip() in grid]
         current = page.evaluate("window.cbStatic.values().max_num_seqs")
         walk = [lab for lab in labels if lab != current]
         for i in range(repeats):  # every stop in turn: each state's file is fetched on its first visit
