@@ -20,6 +20,7 @@ from panel.io.state import set_curdoc
 from engine import RunConfig
 from explorable import background, palette, runs
 from explorable.lanes import BACKEND
+from explorable.sources import set_data
 from explorable.state import ExplorableState
 
 # The article walks these values; the rest fill the curve in on a log scale.
@@ -109,10 +110,12 @@ class _Curve:
         self.figure = _curve_figure(x_label, ticks, tick_labels)
         self.figure.line("x", "y", source=self.line, line_color=palette.CURVE, line_width=2)
         dots = self.figure.scatter("x", "y", source=self.line, size=5, fill_color="white", line_color=palette.CURVE)
+        # The current point and its marker are drawn on BokehJS's overlay canvas: when only they move (a click
+        # along this curve's own control), the curve, its axes and grid are not painted again.
         self.figure.scatter("x", "y", source=self.point, size=11, fill_color=palette.CURRENT, line_color="white",
-                            line_width=1.5)
+                            line_width=1.5, level="overlay")
         self.marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
-                           line_width=1)
+                           line_width=1, level="overlay")
         self.figure.add_layout(self.marker)
         self.figure.add_tools(HoverTool(renderers=[dots], tooltips=[(x_label, f"@x{{0,0.[0]}}{unit}"),
                                                                     ("throughput", "@y{0,0} tok/s")]))
@@ -125,8 +128,8 @@ class _Curve:
         current = float(getattr(cfg, self.name))
         here = data["y"][data["x"] == current]
         top = np.nanmax(data["y"]) if np.isfinite(data["y"]).any() else 1.0
-        self.line.data = {"x": data["x"], "y": data["y"]}
-        self.point.data = {"x": [current], "y": [float(here[0]) if len(here) else math.nan]}
+        set_data(self.line, {"x": data["x"], "y": data["y"]})
+        set_data(self.point, {"x": [current], "y": [float(here[0]) if len(here) else math.nan]})
         self.marker.location = current
         self.figure.y_range.update(start=0, end=float(top) * 1.12)
 

@@ -23,6 +23,7 @@ from bokeh.plotting import figure
 from engine import Event, Trace
 from explorable import palette, runs
 from explorable.assets import stylesheet
+from explorable.sources import set_data
 from explorable.state import ExplorableState
 from explorable.text_pane import TextHTML
 from explorable.time_grid import snap, time_quantum
@@ -382,10 +383,9 @@ class LaneChart(pn.viewable.Viewer):
         data = derived("lanes", trace, lane_view_data)
         n = trace.workload.num_requests
         with pn.io.hold():
-            self.source.data = data["segments"]
-            self.marks.data = data["marks"]
-            self.details.data = data["details"]
-            self.times.data = data["times"]
+            for source, key in ((self.source, "segments"), (self.marks, "marks"), (self.details, "details"),
+                                (self.times, "times")):
+                set_data(source, data[key])
             end = float(trace.makespan_s) or 1.0
             self.x_range.update(start=0.0, end=end, reset_start=0.0, reset_end=end)
             self.y_range.update(start=n - 0.5, end=-0.5)

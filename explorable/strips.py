@@ -16,8 +16,9 @@ from bokeh.plotting import figure
 from engine import Trace
 from explorable import palette
 from explorable.lanes import BACKEND
-from explorable.time_grid import snap, time_quantum
+from explorable.sources import set_data
 from explorable.state import ExplorableState
+from explorable.time_grid import snap, time_quantum
 from explorable.view_data import derived
 
 MAX_POINTS = 2000
@@ -134,7 +135,9 @@ class Strips(pn.viewable.Viewer):
         label = (f"--max-num-seqs {cap}" if cap_in_view
                  else f"--max-num-seqs {cap} is far above: the batch never got near it")
         with pn.io.hold():
-            self.batch_source.data, self.kv_source.data = derived("strips", trace, strip_series)
+            batch, kv = derived("strips", trace, strip_series)
+            set_data(self.batch_source, batch)
+            set_data(self.kv_source, kv)
             self.batch_range.update(start=0, end=top)
             self.cap.update(location=cap, visible=cap_in_view)
             self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)

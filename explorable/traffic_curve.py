@@ -22,6 +22,7 @@ from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.curves import style_axes
 from explorable.lanes import BACKEND
+from explorable.sources import set_data
 from explorable.state import ExplorableState
 
 MAX_SWEEPS = 128
@@ -95,7 +96,9 @@ class TrafficCurve(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
                                                             ("served", "@served{0.00} req/s"),
                                                             ("output", "@tok_s{0,0} tok/s")]))
-        self.served_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted")
+        # Markers on the overlay canvas (as explorable.curves): moving one alone paints no curve again.
+        self.served_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
+                                  level="overlay")
         fig.add_layout(self.served_marker)
         fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]")
         return fig
@@ -112,9 +115,12 @@ class TrafficCurve(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
                                                             ("TTFT p99", "@ttft{0,0.0} ms"),
                                                             ("TPOT p99", "@tpot{0,0.0} ms")]))
-        self.ttft_slo = Span(location=1, dimension="width", line_color=palette.CURVE, line_dash="dashed")
-        self.tpot_slo = Span(location=1, dimension="width", line_color=TPOT_COLOUR, line_dash="dashed")
-        self.latency_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted")
+        self.ttft_slo = Span(location=1, dimension="width", line_color=palette.CURVE, line_dash="dashed",
+                             level="overlay")
+        self.tpot_slo = Span(location=1, dimension="width", line_color=TPOT_COLOUR, line_dash="dashed",
+                             level="overlay")
+        self.latency_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
+                                   level="overlay")
         for span in (self.ttft_slo, self.tpot_slo, self.latency_marker):
             fig.add_layout(span)
         fig.add_layout(Legend(items=[LegendItem(label="TTFT p99 (dashed: target)", renderers=[ttft]),
@@ -157,7 +163,7 @@ class TrafficCurve(pn.viewable.Viewer):
         self._config = cfg
         rate = float(cfg.request_rate)
         with pn.io.hold():
-            self.source.data = {k: v for k, v in data.items()}
+            set_data(self.source, data)
             self.served_fig.y_range.update(start=0, end=float(max(np.nanmax(data["served"]), 1e-9)) * 1.15)
             self.served_marker.location = rate
             self.latency_marker.location = rate
