@@ -19,6 +19,7 @@ from panel.io.state import set_curdoc
 
 from engine import RunConfig
 from explorable import background, palette, runs
+from explorable.glyphs import without_unused_variants
 from explorable.lanes import BACKEND
 from explorable.sources import set_data
 from explorable.state import ExplorableState
@@ -117,6 +118,7 @@ class _Curve:
         self.marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
                            line_width=1, level="overlay")
         self.figure.add_layout(self.marker)
+        without_unused_variants(self.figure)
         self.figure.add_tools(HoverTool(renderers=[dots], tooltips=[(x_label, f"@x{{0,0.[0]}}{unit}"),
                                                                     ("throughput", "@y{0,0} tok/s")]))
 

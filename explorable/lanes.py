@@ -23,6 +23,7 @@ from bokeh.plotting import figure
 from engine import Event, Trace
 from explorable import palette, runs
 from explorable.assets import stylesheet
+from explorable.glyphs import without_unused_variants
 from explorable.sources import set_data
 from explorable.state import ExplorableState
 from explorable.text_pane import TextHTML
@@ -360,6 +361,7 @@ class LaneChart(pn.viewable.Viewer):
             formatters={"@state": CustomJSHover(code=f"return {labels}[value]"), "@y": request},
         ))
         fig.yaxis.axis_label = "request (arrival order)"
+        without_unused_variants(fig)
         # A model, built once: assigning a new ticker on every run would make Bokeh re-walk the document.
         self.y_ticker = FixedTicker(ticks=[0, 64, 128, 192, 255])
         fig.yaxis.ticker = self.y_ticker

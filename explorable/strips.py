@@ -15,6 +15,7 @@ from bokeh.plotting import figure
 
 from engine import Trace
 from explorable import palette
+from explorable.glyphs import without_unused_variants
 from explorable.lanes import BACKEND
 from explorable.sources import set_data
 from explorable.state import ExplorableState
@@ -112,6 +113,8 @@ class Strips(pn.viewable.Viewer):
         self.kv_fig.varea_step(x="x", y1=0, y2="y", step_mode="after", source=self.kv_source,
                                fill_color=palette.CURVE, fill_alpha=0.2)
         self.kv_fig.step(x="x", y="y", mode="after", source=self.kv_source, line_color=palette.CURVE, line_width=1.5)
+        without_unused_variants(self.batch_fig)
+        without_unused_variants(self.kv_fig)
 
         self._pane = pn.Column(
             pn.pane.Bokeh(self.batch_fig, sizing_mode="stretch_width"),

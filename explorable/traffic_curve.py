@@ -21,6 +21,7 @@ from engine.rate_sweep import default_rates, sweep_rates
 from explorable import palette, runs
 from explorable.assets import stylesheet
 from explorable.curves import style_axes
+from explorable.glyphs import without_unused_variants
 from explorable.lanes import BACKEND
 from explorable.sources import set_data
 from explorable.state import ExplorableState
@@ -101,7 +102,7 @@ class TrafficCurve(pn.viewable.Viewer):
                                   level="overlay")
         fig.add_layout(self.served_marker)
         fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]")
-        return fig
+        return without_unused_variants(fig)
 
     def _latency_figure(self):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", y_axis_type="log",
@@ -127,7 +128,7 @@ class TrafficCurve(pn.viewable.Viewer):
                                      LegendItem(label="TPOT p99", renderers=[tpot])],
                               location="top_left", background_fill_alpha=0.7, label_text_font_size="10px",
                               border_line_color=None, padding=2, spacing=0))
-        return fig
+        return without_unused_variants(fig)
 
     def _schedule(self, *_):
         cfg = self.state.config
