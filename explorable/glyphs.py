@@ -2,8 +2,8 @@
 
 For every glyph a figure adds, Bokeh also makes a "nonselection" copy (drawn faded when some points are
 selected) and a "muted" copy (drawn when a legend mutes it). Nothing here selects or mutes, yet each copy is
-a model that every page decodes and builds a view for: 22 of the 339 models of the static page, and the
-heaviest kind (a glyph carries every line, fill and hatch property). The hover variants stay: the lanes
+a model that every page decodes: 22 of the 339 models of the static page, and the heaviest kind (a glyph
+carries every line, fill and hatch property). (BokehJS still derives its own local copies for the views.) The hover variants stay: the lanes
 light up the segment under the pointer.
 """
 from __future__ import annotations

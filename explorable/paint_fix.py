@@ -35,9 +35,12 @@ A plot out of sight is not painted until it comes into sight. On a laptop the la
 below the readouts, and on a phone below the controls too, so a click that changes them would repaint
 plots nobody sees: 40-60 ms of the browser's work per click at 1280x800. A plot more than 100 px outside
 the window keeps its paint owed (its renderers count as drawn, as BokehJS counts a plot that is not
-displayed) and pays it when a scroll or a resize brings it near, in the scroll's own frame, so it never
-shows a stale picture. In a frame (a course page) only an IntersectionObserver knows where the parent page
-has scrolled to; there the plot is painted when the observer reports it near, a frame after the scroll.
+displayed) and pays it when it comes near: on the scroll event (painted in that event's frame; a fast
+scroll the compositor runs ahead of a busy page may show the old picture for a frame or two), a resize,
+printing (`beforeprint`), or the IntersectionObserver's report (a plot moved into sight by a change above
+it, a frame later). In a frame (a course page) only the observer knows where the parent page has scrolled
+to, and a cross-origin frame's observer ignores the 100 px margin: there a plot is painted once it is in
+sight, a frame or more after the parent's scroll.
 
 The script goes in an invisible pane at the top of the page; it finds the class through BokehJS's own module
 loader (`Bokeh.require`) and does nothing where that is not there.
@@ -160,9 +163,10 @@ SCRIPT = """<script>
   const deferred = new Set();  // plot views with a paint they still owe
   const seen = new WeakMap();  // element -> intersecting, as the IntersectionObserver last said
   const observed = new WeakSet();
+  let everything = false;  // while the page is printed: every plot is painted
   const inSight = (view) => {
     const el = view.el;
-    if (observer == null || el == null || !el.isConnected) return true;
+    if (everything || observer == null || el == null || !el.isConnected) return true;
     if (!observed.has(el)) {
       observed.add(el);
       observer.observe(el);
@@ -190,6 +194,11 @@ SCRIPT = """<script>
   const woken = () => { if (deferred.size) wake(); };
   document.addEventListener("scroll", woken, {capture: true, passive: true});
   window.addEventListener("resize", woken, {passive: true});
+  // A printout (or a full-page capture that says it prints) shows every plot: each pays what it owes.
+  window.addEventListener("beforeprint", () => {
+    everything = true;
+    try { wake(); } finally { everything = false; }
+  });
   const defer = (view) => {
     deferred.add(view);
     // As BokehJS does for a plot that is not displayed: its renderers count as drawn for the document's idle.

@@ -116,12 +116,10 @@ class TrafficCurve(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
                                                             ("TTFT p99", "@ttft{0,0.0} ms"),
                                                             ("TPOT p99", "@tpot{0,0.0} ms")]))
-        self.ttft_slo = Span(location=1, dimension="width", line_color=palette.CURVE, line_dash="dashed",
-                             level="overlay")
-        self.tpot_slo = Span(location=1, dimension="width", line_color=TPOT_COLOUR, line_dash="dashed",
-                             level="overlay")
-        self.latency_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
-                                   level="overlay")
+        # Not on the overlay canvas: the legend (top left) must stay drawn over these lines.
+        self.ttft_slo = Span(location=1, dimension="width", line_color=palette.CURVE, line_dash="dashed")
+        self.tpot_slo = Span(location=1, dimension="width", line_color=TPOT_COLOUR, line_dash="dashed")
+        self.latency_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted")
         for span in (self.ttft_slo, self.tpot_slo, self.latency_marker):
             fig.add_layout(span)
         fig.add_layout(Legend(items=[LegendItem(label="TTFT p99 (dashed: target)", renderers=[ttft]),

@@ -110,3 +110,13 @@ def new_page(browser, width: int, height: int = 900):
 def readout(page, key: str):
     """The value text of the readout card `key` (a summary key)."""
     return page.locator(f'[data-readout="{key}"] .readout-value')
+
+
+def full_page_screenshot(page, path: str) -> None:
+    """A screenshot of the whole page with every plot drawn. The page paints a plot out of sight when it comes
+    into sight or is printed (explorable.paint_fix); a full-page capture is neither, so this says it prints,
+    in the page and in each of its frames (an embedded explorable), first."""
+    for frame in page.frames:
+        frame.evaluate("window.dispatchEvent(new Event('beforeprint'))")
+    page.wait_for_timeout(200)
+    page.screenshot(path=path, full_page=True)

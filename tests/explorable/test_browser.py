@@ -10,7 +10,9 @@ import re
 
 import pytest
 
-from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, readout
+from tests.explorable.served_app import (
+    ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, full_page_screenshot, readout, skip_without_chromium,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -172,4 +174,4 @@ def test_the_memory_wall_step_turns_the_lanes_magenta(server, page):
     makespan = float(page.locator(".lane-caption [data-value]").get_attribute("data-value"))
     assert makespan > 40 and time_axis_end(page) == pytest.approx(makespan, abs=1e-3)
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "explorable-memory-wall.png"), full_page=True)
+    full_page_screenshot(page, str(ARTIFACTS / "explorable-memory-wall.png"))

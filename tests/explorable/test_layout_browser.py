@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, ROOT, FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS
+from tests.explorable.served_app import (
+    ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, ROOT, TIMEOUT_MS, full_page_screenshot, skip_without_chromium,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -109,7 +111,7 @@ def test_the_page_fits_the_screen(server, browser, width, query):
         assert (log_px >= 16) == ("projector" in query)  # compact unless the link asks for the projector view
         if width in (390, 1280) and not query:
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"layout-{width}.png"), full_page=True)
+            full_page_screenshot(page, str(ARTIFACTS / f"layout-{width}.png"))
     finally:
         close(context)
 
@@ -162,7 +164,7 @@ def test_the_readme_iframe_snippet_sizes_the_frame_in_an_820_px_column(server, b
         height = page.locator("#cb-explorable").bounding_box()["height"]
         assert height == pytest.approx(fits["content"], abs=2) and height < 6000  # sized to the page, not growing
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "embed-820.png"), full_page=True)
+        full_page_screenshot(page, str(ARTIFACTS / "embed-820.png"))
     finally:
         close(context)
         httpd.shutdown()
@@ -184,7 +186,7 @@ def test_projector_view_draws_every_chart_text_at_16_px_or_more(server, browser)
                                " && new URLSearchParams(location.search).get('max_num_seqs') === '64'")
         assert "projector=1" in page.locator(".share-link").first.get_attribute("href")
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "layout-projector-1280x720.png"), full_page=True)
+        full_page_screenshot(page, str(ARTIFACTS / "layout-projector-1280x720.png"))
     finally:
         close(context)
 

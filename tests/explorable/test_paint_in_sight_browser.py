@@ -1,7 +1,7 @@
 """Plots out of sight are painted when they come into sight (explorable.paint_fix), in headless Chromium: a
 click paints the plots on screen and none of those below it; scrolling one into view paints it before the
-frame that shows it, with the same pixels as a paint of its own. On a course page the frame's plots wait
-for the parent page's scroll. With BokehJS's own methods put back, the same click paints every plot."""
+frame that shows it, with the same pixels as a paint of its own; printing paints them all. On a course page
+the frame's plots wait for the parent page's scroll. With BokehJS's own methods put back, the same click paints every plot."""
 from __future__ import annotations
 
 import http.server
@@ -90,11 +90,18 @@ def test_a_click_paints_the_plots_in_sight_and_a_scroll_paints_the_rest(server, 
         after = page.evaluate(SCROLL_JS)
         assert all(after.get(pid, 0) >= 1 for pid in below), (after, below)
         _curve_pixels_match_a_fresh_paint(page)
-        # BokehJS's own way: the same click paints the plots out of sight too.
+        # Printing (or a full-page capture that says it prints) paints every plot still owed.
         page.evaluate("window.scrollTo(0, 0)")
-        page.evaluate(PLAIN_JS)
         page.evaluate(COUNT_JS)
         _click(page, 256, peaks[256])
+        assert not any(page.evaluate("({...window.__paints})").get(pid, 0) for pid in below)
+        page.evaluate("window.dispatchEvent(new Event('beforeprint'))")
+        printed = page.evaluate("({...window.__paints})")
+        assert all(printed.get(pid, 0) >= 1 for pid in below), (printed, below)
+        # BokehJS's own way: the same click paints the plots out of sight too.
+        page.evaluate(PLAIN_JS)
+        page.evaluate(COUNT_JS)
+        _click(page, 64, peaks[64])
         plain = page.evaluate("({...window.__paints})")
         assert all(plain.get(pid, 0) >= 1 for pid in below), (plain, below)
     finally:

@@ -7,7 +7,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from engine import RunConfig, simulate
-from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, TIMEOUT_MS, new_page, readout
+from tests.explorable.served_app import (
+    ARTIFACTS, CHROMIUM, TIMEOUT_MS, full_page_screenshot, new_page, readout, skip_without_chromium,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +39,7 @@ def test_the_switch_and_a_step_show_the_cache_readout_legend_and_url(server, bro
     assert query["enable_prefix_caching"] == ["true"] and query["system_prompt_len"] == ["1024"]
     page.wait_for_timeout(800)
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "prefix-1280.png"), full_page=True)
+    full_page_screenshot(page, str(ARTIFACTS / "prefix-1280.png"))
     context.close()
     assert not errors, errors
 
@@ -51,6 +53,6 @@ def test_a_link_turns_caching_on_at_a_phones_width(server, browser):
     sync_api.expect(page.locator(".prefix-step-text")).to_have_attribute("data-step", "2")
     page.wait_for_timeout(800)
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "prefix-390.png"), full_page=True)
+    full_page_screenshot(page, str(ARTIFACTS / "prefix-390.png"))
     context.close()
     assert not errors, errors

@@ -26,7 +26,7 @@ from explorable.guide import STEPS, step_settings
 from explorable.state import ExplorableState
 from explorable.url import _as_config_fields
 from tests.explorable import served_app
-from tests.explorable.served_app import ARTIFACTS, ROOT
+from tests.explorable.served_app import ARTIFACTS, ROOT, full_page_screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -137,7 +137,7 @@ def test_every_guided_step_shows_the_engines_numbers_with_no_request_to_another_
             assert int(query["max_num_seqs"]) == settings["max_num_seqs"]
             assert float(query["pool_gib"]) == settings["pool_gib"] and query["unit"] == settings["unit"]
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "static-1280.png"), full_page=True)
+        full_page_screenshot(page, str(ARTIFACTS / "static-1280.png"))
     finally:
         context.close()
     assert refused == [], f"requests to other hosts: {refused}"
@@ -202,7 +202,7 @@ def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site
         assert fits["wide"] <= fits["across"] == 820, fits
         assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "static-embed-820.png"), full_page=True)
+        full_page_screenshot(page, str(ARTIFACTS / "static-embed-820.png"))
     finally:
         context.close()
     assert refused == []
@@ -231,7 +231,7 @@ def test_the_projector_flag_opens_the_served_apps_projector_view(site, browser):
         href = page.locator(".share-link").first.get_attribute("href")
         assert href.startswith(urlparse(page.url).path + "?") and "projector=1" in href
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "static-projector-1280x720.png"), full_page=True)
+        full_page_screenshot(page, str(ARTIFACTS / "static-projector-1280x720.png"))
         # Without the flag, the projector page hands over to the compact one.
         page.goto(site.replace("index.html", "projector.html") + "?max_num_seqs=64")
         page.evaluate("window.cbStatic.ready")

@@ -7,7 +7,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from engine import RunConfig, simulate
-from tests.explorable.served_app import skip_without_chromium, ARTIFACTS, CHROMIUM, TIMEOUT_MS, new_page, readout
+from tests.explorable.served_app import (
+    ARTIFACTS, CHROMIUM, TIMEOUT_MS, full_page_screenshot, new_page, readout, skip_without_chromium,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +39,7 @@ def test_traffic_controls_readouts_steps_and_curve(server, browser):
     sync_api.expect(page.locator(".lane-caption")).to_contain_text("arriving at 16 req/s")
     page.wait_for_timeout(800)
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "traffic-1280.png"), full_page=True)
+    full_page_screenshot(page, str(ARTIFACTS / "traffic-1280.png"))
     # Back to all at once with the radio button: the latency readouts go away.
     page.locator(".ctl-arrival button").filter(has_text="all at once").click()
     sync_api.expect(page.locator(".traffic-readouts")).to_be_hidden()
@@ -57,7 +59,7 @@ def test_a_link_sets_the_rate_and_the_slo_targets_and_goodput_follows_them(serve
     sync_api.expect(page.locator('[data-readout="ttft_ms_p99"] .readout-beside')).to_contain_text("target 200 ms")
     page.locator(".traffic-curve canvas").nth(1).wait_for()
     page.wait_for_timeout(800)
-    page.screenshot(path=str(ARTIFACTS / "traffic-390.png"), full_page=True)
+    full_page_screenshot(page, str(ARTIFACTS / "traffic-390.png"))
     context.close()
     assert not errors, errors
 
