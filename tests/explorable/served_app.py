@@ -2,6 +2,7 @@
 loopback port whose log must end without a traceback."""
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import socket
@@ -120,3 +121,28 @@ def full_page_screenshot(page, path: str) -> None:
         frame.evaluate("window.dispatchEvent(new Event('beforeprint'))")
     page.wait_for_timeout(200)
     page.screenshot(path=path, full_page=True)
+
+
+@contextmanager
+def course_page(html: str) -> Iterator[str]:
+    """A course page (`html`, e.g. one that embeds the explorable in an iframe) served on loopback at the
+    yielded URL, on a port of its own (so the frame is cross-origin, as on a real course site)."""
+    body = html.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()

@@ -6,15 +6,14 @@ Screenshots land in artifacts/ for a person to look at.
 """
 from __future__ import annotations
 
-import http.server
 import re
-import threading
 import time
 
 import pytest
 
 from tests.explorable.served_app import (
-    ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, ROOT, TIMEOUT_MS, full_page_screenshot, skip_without_chromium,
+    ARTIFACTS, CHROMIUM, FIRST_PAGE_TIMEOUT_MS, ROOT, TIMEOUT_MS, course_page, full_page_screenshot,
+    skip_without_chromium,
 )
 
 pytestmark = pytest.mark.browser
@@ -127,47 +126,34 @@ def test_the_readme_iframe_snippet_sizes_the_frame_in_an_820_px_column(server, b
     snippet = readme_snippet().replace("https://explore.example.edu/app", server)
     assert server in snippet and "postMessage" not in snippet  # the page posts; the snippet only listens
     parent = (f"<!doctype html><html><body style='margin:0'><main style='width:820px; margin:0 auto'>"
-              f"<h1>Week 3: batching</h1>{snippet}<p>After the explorable.</p></main></body></html>").encode()
+              f"<h1>Week 3: batching</h1>{snippet}<p>After the explorable.</p></main></body></html>")
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(parent)))
-            self.end_headers()
-            self.wfile.write(parent)
-
-        def log_message(self, *_):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    context = browser.new_context(viewport={"width": 1100, "height": 800})
-    try:
-        page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/")
-        frame = page.frame_locator("#cb-explorable")
-        sync_api.expect(frame.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
-        inner = next(f for f in page.frames if f.url.startswith(server))
-        inner.locator(".curves canvas").first.wait_for()
-        deadline = time.monotonic() + 15
-        fits = None
-        while time.monotonic() < deadline:
-            fits = inner.evaluate("""() => ({content: document.documentElement.scrollHeight, view: innerHeight,
-                                            wide: document.documentElement.scrollWidth, across: innerWidth})""")
-            if fits["content"] <= fits["view"] and fits["view"] > 1000:
-                break
-            page.wait_for_timeout(250)
-        assert fits["wide"] <= fits["across"] == 820, fits  # no sideways scrolling inside the frame
-        assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
-        height = page.locator("#cb-explorable").bounding_box()["height"]
-        assert height == pytest.approx(fits["content"], abs=2) and height < 6000  # sized to the page, not growing
-        ARTIFACTS.mkdir(exist_ok=True)
-        full_page_screenshot(page, str(ARTIFACTS / "embed-820.png"))
-    finally:
-        close(context)
-        httpd.shutdown()
+    with course_page(parent) as url:
+        context = browser.new_context(viewport={"width": 1100, "height": 800})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            frame = page.frame_locator("#cb-explorable")
+            sync_api.expect(frame.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible()
+            inner = next(f for f in page.frames if f.url.startswith(server))
+            inner.locator(".curves canvas").first.wait_for()
+            deadline = time.monotonic() + 15
+            fits = None
+            while time.monotonic() < deadline:
+                fits = inner.evaluate("""() => ({content: document.documentElement.scrollHeight, view: innerHeight,
+                                                wide: document.documentElement.scrollWidth, across: innerWidth})""")
+                if fits["content"] <= fits["view"] and fits["view"] > 1000:
+                    break
+                page.wait_for_timeout(250)
+            assert fits["wide"] <= fits["across"] == 820, fits  # no sideways scrolling inside the frame
+            assert fits["content"] <= fits["view"], f"the frame scrolls inside: {fits}"
+            height = page.locator("#cb-explorable").bounding_box()["height"]
+            assert height == pytest.approx(fits["content"], abs=2) and height < 6000  # sized to the page, not growing
+            ARTIFACTS.mkdir(exist_ok=True)
+            full_page_screenshot(page, str(ARTIFACTS / "embed-820.png"))
+        finally:
+            close(context)
 
 
 def test_projector_view_draws_every_chart_text_at_16_px_or_more(server, browser):

@@ -1,15 +1,13 @@
 """Plots out of sight are painted when they come into sight (explorable.paint_fix), in headless Chromium: a
 click paints the plots on screen and none of those below it; scrolling one into view paints it before the
 frame that shows it, with the same pixels as a paint of its own; printing paints them all. On a course page
-the frame's plots wait for the parent page's scroll. With BokehJS's own methods put back, the same click paints every plot."""
+the frame's plots wait for the parent page's scroll. With BokehJS's own methods put back, the same click
+paints every plot."""
 from __future__ import annotations
-
-import http.server
-import threading
 
 import pytest
 
-from tests.explorable.served_app import TIMEOUT_MS, new_page, readout, skip_without_chromium
+from tests.explorable.served_app import TIMEOUT_MS, course_page, new_page, readout, skip_without_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -116,44 +114,32 @@ def test_in_a_course_page_the_frame_paints_its_plots_when_the_parent_scrolls_to_
     # A frame as tall as the explorable: the course page scrolls, the frame never does.
     parent = (f"<!doctype html><html><body style='margin:0'><h1>Week 3</h1>"
               f"<iframe id='cb' src='{server}' style='width:1000px; height:3200px; border:0'></iframe>"
-              f"<p>After.</p></body></html>").encode()
+              f"<p>After.</p></body></html>")
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(parent)))
-            self.end_headers()
-            self.wfile.write(parent)
-
-        def log_message(self, *_):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    context, page, errors = new_page(browser, 1100, 1000)
-    try:
-        page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/")
-        frame = page.frame_locator("#cb")
-        sync_api.expect(frame.locator('[data-readout="peak_batch"] .readout-value')).to_be_visible(
-            timeout=6 * TIMEOUT_MS)
-        inner = next(f for f in page.frames if f.url.startswith(server))
-        inner.locator(".lane-chart canvas").first.wait_for()
-        page.wait_for_timeout(1500)
-        inner.evaluate(COUNT_JS)
-        _click(inner, 64, peak)
-        painted = inner.evaluate("({...window.__paints})")
-        offset = page.locator("#cb").bounding_box()["y"]
-        plots = inner.evaluate(PLOTS_JS)
-        below = [pid for pid, top, _ in plots if offset + top > 1000 + 100]
-        assert len(below) >= 3 and not any(painted.get(pid, 0) for pid in below), (painted, below)
-        # The course page scrolls them into its window (they span less than its height).
-        first, last = min(t for pid, t, _ in plots if pid in below), max(b for pid, _, b in plots if pid in below)
-        assert last - first < 950, plots
-        page.evaluate(f"window.scrollTo(0, {offset + first - 20})")
-        inner.wait_for_function(f"{below!r}.every(pid => window.__paints[pid] >= 1)")
-        _curve_pixels_match_a_fresh_paint(inner)
-    finally:
-        context.close()
-        httpd.shutdown()
+    with course_page(parent) as url:
+        context, page, errors = new_page(browser, 1100, 1000)
+        try:
+            page.goto(url)
+            frame = page.frame_locator("#cb")
+            sync_api.expect(frame.locator('[data-readout="peak_batch"] .readout-value')).to_be_visible(
+                timeout=6 * TIMEOUT_MS)
+            inner = next(f for f in page.frames if f.url.startswith(server))
+            inner.locator(".lane-chart canvas").first.wait_for()
+            page.wait_for_timeout(1500)
+            inner.evaluate(COUNT_JS)
+            _click(inner, 64, peak)
+            painted = inner.evaluate("({...window.__paints})")
+            offset = page.locator("#cb").bounding_box()["y"]
+            plots = inner.evaluate(PLOTS_JS)
+            below = [pid for pid, top, _ in plots if offset + top > 1000 + 100]
+            assert len(below) >= 3 and not any(painted.get(pid, 0) for pid in below), (painted, below)
+            # The course page scrolls them into its window (they span less than its height).
+            first = min(t for pid, t, _ in plots if pid in below)
+            last = max(b for pid, _, b in plots if pid in below)
+            assert last - first < 950, plots
+            page.evaluate(f"window.scrollTo(0, {offset + first - 20})")
+            inner.wait_for_function(f"{below!r}.every(pid => window.__paints[pid] >= 1)")
+            _curve_pixels_match_a_fresh_paint(inner)
+        finally:
+            context.close()
     assert not errors, errors
