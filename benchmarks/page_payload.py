@@ -9,10 +9,11 @@ HTML is as served, before any gzip) and how many times the full CSS text appears
 a JSON string value (a Bokeh stylesheet) or verbatim in the HTML (Panel's global_css <style>).
 
 It also serialises the same page built in-process (the PULL-DOC-REPLY Bokeh would send for it), which
-needs no server.
+needs no server, counts its models, and times the server CPU that building and serialising one page costs
+(--builds pages in one process; a page open is mostly this).
 
     python benchmarks/page_payload.py            # served + in-process
-    python benchmarks/page_payload.py --no-serve # in-process only
+    python benchmarks/page_payload.py --no-serve # in-process only (with the server CPU one page costs)
     python benchmarks/page_payload.py --query '?max_num_seqs=64&pool_gib=1&spread=32&max_num_batched_tokens=1024'
 """
 from __future__ import annotations
@@ -71,13 +72,26 @@ def page_message():
     return doc, text
 
 
-def in_process() -> dict:
-    """The page's document serialised by Bokeh, without a server."""
+def in_process(builds: int = 0) -> dict:
+    """The page's document serialised by Bokeh, without a server; with `builds`, the server CPU one page open
+    costs (building its views and models, and the PULL-DOC-REPLY), timed over that many more pages."""
+    import gc
+    import statistics
+
     from explorable.layout import configure
 
     configure()
-    _, text = page_message()
-    return {"bytes": len(text.encode()), "copies": json_copies(json.loads(text), css_text())}
+    doc, text = page_message()  # also the first page of the process: imports and caches are warm after it
+    out = {"bytes": len(text.encode()), "copies": json_copies(json.loads(text), css_text()), "models": len(doc.models)}
+    cpu = []
+    for _ in range(builds):
+        gc.collect()  # the pages before this one are garbage: each page pays only for its own
+        t0 = time.thread_time()  # this thread's CPU: the server's event loop (the curves' worker runs beside it)
+        page_message()
+        cpu.append(time.thread_time() - t0)
+    if cpu:
+        out["cpu_ms"] = (1000 * statistics.median(cpu), 1000 * min(cpu))
+    return out
 
 
 async def served(settle: float, timeout: float, query: str = "") -> dict:
@@ -144,11 +158,16 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=3.0, help="seconds to collect patches after document_ready")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--query", default="", help="the link's query, e.g. '?max_num_seqs=64&pool_gib=1'")
+    ap.add_argument("--builds", type=int, default=10, help="pages built in-process to time the server's CPU per page")
     args = ap.parse_args()
     css = css_text()
     print(f"assets/explorable.css: {len(css.encode()):,} bytes")
-    local = in_process()
-    print(f"in-process PULL-DOC-REPLY: {local['bytes']:>9,} bytes, {local['copies']} full copies of the CSS")
+    local = in_process(args.builds)
+    print(f"in-process PULL-DOC-REPLY: {local['bytes']:>9,} bytes, {local['copies']} full copies of the CSS, "
+          f"{local['models']} models")
+    if "cpu_ms" in local:
+        print(f"server CPU per page built: {local['cpu_ms'][0]:>6.0f} ms median, {local['cpu_ms'][1]:.0f} ms least "
+              f"({args.builds} pages built in one process, views + models + PULL-DOC-REPLY)")
     if args.no_serve:
         return
     r = asyncio.run(served(args.settle, args.timeout, args.query))

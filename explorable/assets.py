@@ -77,22 +77,10 @@ def logo_svg() -> str:
     return (ASSETS_DIR / "logo.svg").read_text()
 
 
-# Which button of a row is the current one (a stop, a guided step). Changing a button's `color`/`variant`
-# makes Bokeh rebuild it (new stylesheets in its shadow root, a style recalculation of the page: about
-# 40-140 ms per button in headless Chromium); changing its inline `styles` costs a few ms. The sheet's
-# `.bk-btn` rules read these custom properties, which inherit into the button's shadow root.
-CURRENT_STYLES = {"--btn-bg": "var(--accent)", "--btn-fg": "#ffffff", "--btn-border": "var(--accent)"}
-
-
 def toggled_styles(styles: dict[str, str], on: bool) -> dict[str, str | None]:
     """`styles`, or each of its properties set to None: BokehJS drops a style property only when the new
     map sets it to null (one the map leaves out stays on the element)."""
     return dict(styles) if on else dict.fromkeys(styles)
-
-
-def mark_current(widget: pn.widgets.Widget, current: bool) -> None:
-    """Highlight `widget` as the current choice of its row (or not), without re-rendering it."""
-    set_styles(widget, CURRENT_STYLES, current)
 
 
 def set_styles(widget: pn.widgets.Widget, styles: dict[str, str], on: bool) -> None:
@@ -100,9 +88,8 @@ def set_styles(widget: pn.widgets.Widget, styles: dict[str, str], on: bool) -> N
 
     The widget's Bokeh models get the new `styles` directly: through Panel, a `styles` change recomputes
     every property of the widget (design, stylesheets, sizing) for Bokeh to compare, about 2 ms of server
-    time per button against 0.07 ms, and a click moves the highlight of two to four buttons. The browser
-    receives the same single `styles` change either way; the widget's own parameter is kept in step for
-    `is_current` and for a later render."""
+    time per button against 0.07 ms. The browser receives the same single `styles` change either way; the
+    widget's own parameter is kept in step for a later render."""
     if (widget.styles == styles) == on:  # setting even an equal dict costs a restyle of the widget
         return
     new = toggled_styles(styles, on)
@@ -111,9 +98,6 @@ def set_styles(widget: pn.widgets.Widget, styles: dict[str, str], on: bool) -> N
     for model, _parent in list(widget._models.values()):  # Panel's record of the widget's models, by page
         model.styles = new
 
-
-def is_current(widget: pn.widgets.Widget) -> bool:
-    return widget.styles == CURRENT_STYLES
 
 # The guide's "previous" at its first step and "next" at its last: greyed and not clickable. Not `disabled`:
 # BokehJS rebuilds a button whose `disabled` changes and then lays out the whole page again (about 40 ms of

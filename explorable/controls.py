@@ -12,7 +12,8 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from explorable.assets import INACTIVE_STYLES, mark_current, stylesheet, toggled_styles
+from explorable.assets import INACTIVE_STYLES, stylesheet, toggled_styles
+from explorable.prompt_changes import answer_at_once
 from explorable.state import PRODUCTION_NAMES, ExplorableState
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
@@ -45,23 +46,29 @@ def log_rate_slider(state: ExplorableState, **slider) -> pn.widgets.FloatSlider:
     return widget
 
 
-def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.Row:
-    buttons = []
-    for v in values:
-        b = pn.widgets.Button(label=fmt.format(v), css_classes=["stop", f"stop-{name}"], margin=(0, 2),
-                              stylesheets=[stylesheet()])
-        b.on_click(lambda _e, v=v: setattr(state, name, v))
-        buttons.append(b)
+def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.widgets.RadioButtonGroup:
+    """One click to each quick stop of control `name`: a button group whose lit button is the current value
+    when it is one of the stops (none lights between them).
 
-    def highlight(*_):
-        for b, v in zip(buttons, values):
-            mark_current(b, getattr(state, name) == v)
+    One Bokeh widget for the row instead of a Button per stop: every session builds and sends it, and every
+    page draws it, so this is a few models instead of two dozen (about 5 ms of server CPU each per page)."""
+    labels = {fmt.format(v): v for v in values}
+    group = pn.widgets.RadioButtonGroup(options=labels, value=None, margin=(0, 8, 8, 8), stylesheets=[stylesheet()],
+                                        css_classes=["button-row", "stops", f"stop-{name}"])
 
-    state.param.watch(highlight, name)
-    highlight()
-    # Wrapping: a row of more stops than the sidebar's width (the static build's ten pool stops) takes two lines
-    # instead of widening the sidebar.
-    return pn.Row(*buttons, margin=(0, 8, 8, 8), css_classes=["stops"], styles={"flex-wrap": "wrap", "row-gap": "4px"})
+    def to_state(event):
+        if event.new is not None and getattr(state, name) != event.new:
+            setattr(state, name, event.new)
+
+    def to_widget(*_):
+        current = getattr(state, name)
+        group.value = next((v for v in values if v == current), None)
+
+    group.param.watch(to_state, "value")
+    state.param.watch(to_widget, name)
+    to_widget()
+    answer_at_once(group)
+    return group
 
 
 def _note(text: str, classes=("control-note",)) -> pn.pane.HTML:
@@ -122,6 +129,10 @@ class Controls(pn.viewable.Viewer):
         self.traffic_note = _note("")
         s.param.watch(self._traffic_note, "arrival")
         self._traffic_note()
+        answer_at_once(self.max_num_seqs, self.pool_gib, self.allocation, self.declared_multiple, self.unit,
+                       self.spread, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
+                       self.prefix_caching, self.system_prompt_len, self.turns, self.arrival, self.request_rate,
+                       self.burstiness, self.slo_ttft_ms, self.slo_tpot_ms)
         self.reset = pn.widgets.Button(label="Reset to the starting point", css_classes=["reset"],
                                        sizing_mode="stretch_width", margin=(10, 12),
                                        stylesheets=[stylesheet()])
@@ -142,7 +153,7 @@ class Controls(pn.viewable.Viewer):
             text = "Only read when reserving up front. On demand, the scheduler never looks at max_tokens."
             inactive = True
         self.declared_note.object = f"<div>{text}</div>"
-        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.mark_current).
+        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.set_styles).
         self.declared_note.styles = toggled_styles(INACTIVE_STYLES, inactive)
         self.declared_multiple.styles = toggled_styles(INACTIVE_STYLES, inactive)
 

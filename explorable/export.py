@@ -319,7 +319,6 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
     """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
     from explorable import controls as controls_module
     from explorable import static_page
-    from explorable.assets import CURRENT_STYLES
     from explorable.layout import EMBED_MESSAGE
     from explorable.readouts import Readout, delta_cell
     from explorable.state import CONTROLS, ExplorableState
@@ -337,7 +336,6 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
         "stepValues": [{n: url_text(n, results[k]["values"][n]) for n in GRID_ORDER} for k in step_keys],
         "guide": static_page.guide_fragments(page),
         "controls": static_page.control_fragments(page),
-        "current": static_page._encode(dict(CURRENT_STYLES)),
         "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
         "buttonStops": {n: [url_text(n, v) for v in b] for n, b in (
             ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", page.app.views["controls"].pool_stops),

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.assets import END_OF_WALK_STYLES, mark_current, set_styles, stylesheet
+from explorable.assets import END_OF_WALK_STYLES, set_styles, stylesheet
+from explorable.prompt_changes import answer_at_once
 from explorable.state import CONTROLS, ExplorableState
 from explorable.text_pane import TextHTML
 
@@ -182,12 +183,16 @@ class Guide(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.buttons = []
-        for i, step in enumerate(self.steps):
-            button = pn.widgets.Button(label=f"{i + 1}. {step.title}", css_classes=[f"{self.css}-button"],
-                                       margin=(2, 2), stylesheets=[stylesheet()])
-            button.on_click(lambda _event, i=i: self.go(i))
-            self.buttons.append(button)
+        # The numbered steps: one button group (a few models per page rather than a Button each), its lit
+        # button the step the controls are at (none when they are at no step, so that choosing the step
+        # shown again is a click that counts).
+        self.step_buttons = pn.widgets.RadioButtonGroup(
+            options={f"{i + 1}. {step.title}": i for i, step in enumerate(self.steps)}, value=None,
+            css_classes=["button-row", f"{self.css}-button", f"{self.css}-row"], sizing_mode="stretch_width",
+            margin=(2, 0), stylesheets=[stylesheet()])
+        self._lighting = self._going = False
+        self.step_buttons.param.watch(self._step_clicked, "value")
+        answer_at_once(self.step_buttons)
         self.prev = pn.widgets.Button(label="\u2190 previous", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),
@@ -212,16 +217,31 @@ class Guide(pn.viewable.Viewer):
         self.param.watch(self._refresh, "chosen")
         self._refresh()
 
+    def _step_clicked(self, event) -> None:
+        if event.new is not None and not self._lighting:
+            self.go(event.new)
+
     def go(self, index: int) -> None:
         """Show step `index` and set every control to it."""
         self.followed = True
-        self.chosen = index
-        self.state.param.update(**step_settings(self.state, index, self.steps))
+        # One refresh, once the controls are at the step: a refresh between the two would light the step the
+        # controls were at for a moment, and Panel sends that to the page, which is handling the click on
+        # this step, while it holds back the later change back to this step as an echo of the click; the
+        # page would be left lighting the old step, and a click on that would change nothing.
+        self._going = True
+        try:
+            self.chosen = index
+            self.state.param.update(**step_settings(self.state, index, self.steps))
+        finally:
+            self._going = False
+        self._refresh()
 
     def _at_start(self) -> bool:
         return all(getattr(self.state, name) == value for name, value in self.state.defaults().items())
 
     def _refresh(self, *_):
+        if self._going:
+            return
         if self.linked and self._at_start():
             self.linked = False  # back at the starting point (Reset): whatever the link opened is left behind
         match = matching_step(self.state, self.steps)
@@ -232,8 +252,11 @@ class Guide(pn.viewable.Viewer):
         self.followed = self.followed or match is not None
         drifted = match is None and self.followed
         with pn.io.hold():
-            for i, button in enumerate(self.buttons):
-                mark_current(button, i == match)
+            self._lighting = True
+            try:
+                self.step_buttons.value = match
+            finally:
+                self._lighting = False
             set_styles(self.prev, END_OF_WALK_STYLES, self.chosen == 0)
             set_styles(self.next, END_OF_WALK_STYLES, self.chosen == len(self.steps) - 1)
             if drifted:
@@ -253,8 +276,7 @@ class Guide(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.FlexBox(*self.buttons, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=[f"{self.css}-row"],
-                       margin=0),
+            self.step_buttons,
             # The buttons sit beside the text, or under it on a phone.
             pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
                        sizing_mode="stretch_width", margin=0),

@@ -8,7 +8,6 @@ processes; the shell maps names to its own ids).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,8 +65,8 @@ SWAPPED_PROPS: tuple[tuple[type, tuple[str, ...]], ...] = (
     (Label, ("text", "y", "y_offset")),
     (Axis, ("axis_label",)),
 )
-# Panel's HTML panes and the buttons (a current stop or step is marked by inline styles).
-UI_PROPS = ("text", "visible", "styles", "disabled")
+# Panel's HTML panes, the buttons (greyed by inline styles) and the guide's step group (its lit step).
+UI_PROPS = ("text", "visible", "styles", "disabled", "active")
 
 
 @dataclass
@@ -128,23 +127,21 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
                "guide.next": _model(guide.next, root), "notices.text": _model(notices.text, root),
                "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root),
                "share": _model(share, root)})
-    ui.update({f"step.{i}": _model(b, root) for i, b in enumerate(guide.buttons)})
-    ui.update(_stop_buttons(root))
+    ui["guide.steps"] = _model(guide.step_buttons, root)
+    ui.update(_stop_groups(root))
     page.ui_models = ui
     missing = [name for name, m in {**run, **ui}.items() if m.document is not doc]
     assert not missing, f"models not in the page's document: {missing}"
     return page
 
 
-def _stop_buttons(root: Model) -> dict[str, Model]:
-    """The quick-stop buttons, by control and position (`stop.pool_gib.3`), found by their CSS class."""
+def _stop_groups(root: Model) -> dict[str, Model]:
+    """Each control's quick stops (one button group, `stops.pool_gib`), found by their CSS class."""
     out: dict[str, Model] = {}
-    for name in STOPS:
-        found = [m for m in root.select({"type": Model}) if f"stop-{name}" in (getattr(m, "css_classes", None) or [])]
-        # In the row's order, which is the stops' (increasing); `select` walks the document in no set order.
-        found.sort(key=lambda m: float(re.match(r"[\d.]+", m.label).group()))
-        for i, m in enumerate(found):
-            out[f"stop.{name}.{i}"] = m
+    for m in root.select({"type": Model}):
+        for cls in getattr(m, "css_classes", None) or []:
+            if cls.startswith("stop-") and cls[5:] in STOPS:
+                out[f"stops.{cls[5:]}"] = m
     return out
 
 
@@ -184,7 +181,11 @@ def on_change_js(page: Page) -> None:
             control = name[4:]
             attr = "active" if hasattr(model, "active") else "value_throttled"
             model.js_on_change(attr, CustomJS(code=call.format("control", f"'{control}', cb_obj.{attr}")))
-        elif name.startswith(("stop.", "step.")) or name in ("guide.prev", "guide.next", "reset", "notices.dismiss"):
+        elif name.startswith("stops."):  # the index of the stop clicked (null when the script unlights them)
+            model.js_on_change("active", CustomJS(code=call.format("stop", f"'{name[6:]}', cb_obj.active")))
+        elif name == "guide.steps":  # the step clicked (null when the script unlights them)
+            model.js_on_change("active", CustomJS(code=call.format("chooseStep", "cb_obj.active")))
+        elif name in ("guide.prev", "guide.next", "reset", "notices.dismiss"):
             model.js_on_event("button_click", CustomJS(code=call.format("button", f"'{name}'")))
 
 
@@ -193,7 +194,7 @@ def guide_fragments(page: Page) -> list[dict[str, dict]]:
     after the reader followed it ('drifted') or arrived from a link at settings of no step ('link')."""
     guide = page.app.views["guide"]
     state = page.state
-    names = {k: m for k, m in page.ui_models.items() if k.startswith(("guide.", "step."))}
+    names = {k: m for k, m in page.ui_models.items() if k.startswith("guide.")}
     out = []
     for i in range(len(STEPS)):
         entry = {}

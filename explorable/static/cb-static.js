@@ -98,7 +98,6 @@
     return bytes.buffer;
   }
 
-  const EMPTY = {type: "map"};
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
   // The nearest stop of a numeric control (on a log scale: the stops double), as URL text.
@@ -138,6 +137,16 @@
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
   }
 
+  // Each control's quick stops light the current value's button, none between stops.
+  function stopLights(v) {
+    const patch = {};
+    for (const [control, stops] of Object.entries(C.buttonStops)) {
+      const i = stops.findIndex((s) => Number(s) === Number(v[control]));
+      if (C.ids[`stops.${control}`]) patch[`stops.${control}`] = {active: i >= 0 ? i : null};
+    }
+    return patch;
+  }
+
   function widgets(v) {
     const patch = {};
     for (const name of C.grid) {
@@ -146,14 +155,7 @@
       else patch[`ctl.${name}`] = {value: Number(v[name]), value_throttled: Number(v[name])};
       if (!m) delete patch[`ctl.${name}`];
     }
-    for (const name of Object.keys(C.ids)) {
-      const stop = /^stop\.(\w+)\.(\d+)$/.exec(name);
-      if (stop) {
-        const [, control, i] = stop;
-        const here = Number(C.buttonStops[control][Number(i)]) === Number(v[control]);
-        patch[name] = {styles: fresh(here ? C.current : EMPTY)};
-      }
-    }
+    Object.assign(patch, stopLights(v));
     Object.assign(patch, fresh(C.controls[v.allocation] || {}));
     const match = C.steps.indexOf(keyOf(v));
     if (match >= 0) { chosen = match; followed = true; }
@@ -272,15 +274,25 @@
       if (keyOf(v) === keyOf(values) && v[name] === values[name]) return;
       go(v);
     },
-    // A stop, a guided step, previous/next, reset, dismiss (Bokeh's js_on_event on the button).
+    // A quick stop clicked (Bokeh's js_on_change on the stop group's active button). BokehJS runs these
+    // callbacks after the change that caused them, so our own patches (lighting the current stop or step)
+    // arrive here too, once `applying` is over: a choice of the settings on screen changes nothing.
+    stop(control, i) {
+      if (applying || !values || i === null || i === undefined) return;
+      const v = {...values, [control]: nearest(control, Number(C.buttonStops[control][i]))};
+      if (keyOf(v) !== keyOf(values) || v[control] !== values[control]) return go(v);
+      // A stop off this build's grid snaps to the value on screen: light that value's stop again.
+      doc.apply_json_patch({events: events(stopLights(values), [])}, new Map());
+    },
+    // A guided step clicked (Bokeh's js_on_change on the guide's step group).
+    chooseStep(i) {
+      if (applying || !values || i === null || i === undefined) return;
+      if (C.steps[i] !== keyOf(values)) step(i);
+    },
+    // Previous/next, reset, dismiss (Bokeh's js_on_event on the button).
     button(name) {
       if (!values) return;
-      const stop = /^stop\.(\w+)\.(\d+)$/.exec(name);
-      if (stop) {
-        const [, control, i] = stop;
-        go({...values, [control]: nearest(control, Number(C.buttonStops[control][Number(i)]))});
-      } else if (name.startsWith("step.")) step(Number(name.slice(5)));
-      else if (name === "guide.prev") { if (chosen > 0) step(chosen - 1); }  // greyed at an end: nothing
+      if (name === "guide.prev") { if (chosen > 0) step(chosen - 1); }  // greyed at an end: nothing
       else if (name === "guide.next") { if (chosen < C.steps.length - 1) step(chosen + 1); }
       else if (name === "reset") go(Object.fromEntries(C.grid.map((n) => [n, C.defaults[n]])));
       else if (name === "notices.dismiss") {

@@ -7,7 +7,6 @@ import panel as pn
 import pytest
 
 from explorable import logs_view
-from explorable.assets import is_current
 from explorable.controls import DECLARED_STOPS, Controls
 from explorable.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
 from explorable.layout import build_app
@@ -84,13 +83,19 @@ def test_moving_away_from_a_step_shows_the_hint():
 
 def test_declared_max_tokens_has_one_click_stops():
     state = ExplorableState(allocation="reserve")
-    buttons = [b for b in pn.panel(Controls(state=state)).select(pn.widgets.Button)
-               if "stop-declared_multiple" in b.css_classes]
-    assert [b.label for b in buttons] == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
-    buttons[0].clicks += 1
-    assert state.declared_multiple == 1.0 and is_current(buttons[0])
-    buttons[3].clicks += 1
-    assert state.declared_multiple == 8.0 and not is_current(buttons[0]) and is_current(buttons[3])
+    controls = pn.panel(Controls(state=state))
+    group = next(g for g in controls.select(pn.widgets.RadioButtonGroup) if "stop-declared_multiple" in g.css_classes)
+    root = controls.get_root()
+    lit = lambda: group._models[root.ref["id"]][0].active  # noqa: E731  (the button the page lights)
+    assert list(group.options) == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
+    group.value = 1.0  # what Panel sets when the reader clicks "1x"
+    assert state.declared_multiple == 1.0 and lit() == 0
+    group.value = 8.0
+    assert state.declared_multiple == 8.0 and lit() == 3
+    state.declared_multiple = 3.0  # the slider, between two stops: no stop is lit
+    assert group.value is None and lit() is None
+    state.declared_multiple = 2.0  # the slider onto a stop lights it
+    assert group.value == 2.0 and lit() == 1
 
 
 def test_each_mode_names_its_production_setting():

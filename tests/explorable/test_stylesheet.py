@@ -54,7 +54,7 @@ def test_every_styled_component_refers_to_the_one_sheet(page):
     users = styled(doc, sheets[0])
     assert len(users) >= 40  # panes, buttons and layouts of the header, sidebar, guide, readouts, log...
     classes = {c for m in users for c in (m.css_classes or [])}
-    assert {"sidebar", "notices", "readouts-pane", "lane-caption", "step-button", "stop", "reset"} <= classes
+    assert {"sidebar", "notices", "readouts-pane", "lane-caption", "step-button", "stops", "reset"} <= classes
     # No component still carries the text itself.
     assert not [m for m in doc.models if stylesheet_css() in (getattr(m, "stylesheets", None) or [])]
 

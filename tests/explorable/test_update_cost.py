@@ -41,13 +41,13 @@ def page(monkeypatch):
 def test_clicks_change_text_and_data_in_place(page):
     app, act = page
     controls, guide = app.views["controls"], app.views["guide"]
-    stop_64 = next(b for b in pn.panel(controls).select(pn.widgets.Button)
-                   if "stop-max_num_seqs" in b.css_classes and b.label == "64")
+    seq_stops = next(g for g in pn.panel(controls).select(pn.widgets.RadioButtonGroup)
+                     if "stop-max_num_seqs" in g.css_classes)
     memory_wall = next(i for i, s in enumerate(STEPS) if s.title == "Memory wall")
     clicks = {
-        "a --max-num-seqs stop": lambda: setattr(stop_64, "clicks", stop_64.clicks + 1),
+        "a --max-num-seqs stop": lambda: setattr(seq_stops, "value", 64),
         "the allocation toggle": lambda: setattr(app.state, "allocation", "reserve"),
-        "a guided step": lambda: setattr(guide.buttons[memory_wall], "clicks", guide.buttons[memory_wall].clicks + 1),
+        "a guided step": lambda: setattr(guide.step_buttons, "value", memory_wall),
     }
     for what, click in clicks.items():
         changes = act(click)

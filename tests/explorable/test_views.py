@@ -14,7 +14,6 @@ from bokeh.document import Document
 from engine import RunConfig, simulate
 from engine.logs import periodic_log_line, startup_log_line
 from explorable import runs
-from explorable.assets import is_current
 from explorable.curves import SEQ_SWEEP, sweep
 from explorable.guide import STEPS, matching_step, step_settings
 from explorable.layout import build_app
@@ -202,12 +201,16 @@ def test_every_guided_step_runs_and_the_steps_tell_the_articles_story():
 def test_choosing_a_step_sets_every_control(app):
     guide = app.views["guide"]
     app.state.spread = 4.0
-    guide.buttons[6].clicks += 1  # "Memory wall"
+    guide.step_buttons.value = 6  # what Panel sets when the reader clicks "7. Memory wall"
     assert (app.state.pool_gib, app.state.max_num_seqs, app.state.spread) == (2.0, 512, 16.0)
-    assert [is_current(b) for b in guide.buttons] == [i == 6 for i in range(len(guide.buttons))]
+    assert guide.step_buttons.value == 6  # lit
     assert 'data-step="7"' in guide.text.object
     guide.prev.clicks += 1
-    assert guide.chosen == 5 and app.state.spread == 1.0
+    assert guide.chosen == 5 and app.state.spread == 1.0 and guide.step_buttons.value == 5
+    app.state.spread = 4.0  # the reader moves a control away from the step: no step is lit ...
+    assert guide.step_buttons.value is None and guide.chosen == 5
+    guide.step_buttons.value = 5  # ... so choosing the step shown again is a click that puts it back
+    assert app.state.spread == 1.0 and guide.step_buttons.value == 5
 
 
 def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
@@ -235,9 +238,9 @@ def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
 def test_stop_buttons_set_the_value(app):
     stops = app.views["controls"]
     panel_obj = pn.panel(stops)
-    buttons = [w for w in panel_obj.select(pn.widgets.Button) if "stop-pool_gib" in w.css_classes]
-    next(b for b in buttons if b.label == "2 GiB").clicks += 1
-    assert app.state.pool_gib == 2
+    group = next(w for w in panel_obj.select(pn.widgets.RadioButtonGroup) if "stop-pool_gib" in w.css_classes)
+    group.value = group.options["2 GiB"]  # what Panel sets when the reader clicks "2 GiB"
+    assert app.state.pool_gib == 2 and group.value == 2
 
 
 def test_reset_button(app):
