@@ -129,10 +129,8 @@ class Controls(pn.viewable.Viewer):
         self.traffic_note = _note("")
         s.param.watch(self._traffic_note, "arrival")
         self._traffic_note()
-        answer_at_once(self.max_num_seqs, self.pool_gib, self.allocation, self.declared_multiple, self.unit,
-                       self.spread, self.model, self.gpu, self.max_num_batched_tokens, self.full_isl,
-                       self.prefix_caching, self.system_prompt_len, self.turns, self.arrival, self.request_rate,
-                       self.burstiness, self.slo_ttft_ms, self.slo_tpot_ms)
+        answer_at_once(self.allocation, self.unit, self.arrival, self.model, self.gpu, self.full_isl,
+                       self.prefix_caching)
         self.reset = pn.widgets.Button(label="Reset to the starting point", css_classes=["reset"],
                                        sizing_mode="stretch_width", margin=(10, 12),
                                        stylesheets=[stylesheet()])
@@ -153,7 +151,7 @@ class Controls(pn.viewable.Viewer):
             text = "Only read when reserving up front. On demand, the scheduler never looks at max_tokens."
             inactive = True
         self.declared_note.object = f"<div>{text}</div>"
-        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component (see assets.set_styles).
+        # Inline styles, not css_classes: a class change makes Bokeh rebuild the component.
         self.declared_note.styles = toggled_styles(INACTIVE_STYLES, inactive)
         self.declared_multiple.styles = toggled_styles(INACTIVE_STYLES, inactive)
 

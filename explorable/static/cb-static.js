@@ -9,7 +9,7 @@
   let values = null;  // current grid controls, as URL text
   let shown = null;  // the file on screen
   let chosen = 0, followed = false;  // the guide: the step whose text is shown; whether the reader followed one
-  let applying = false;  // our own widget changes must not count as the reader's
+  let applying = false;  // our own slider and toggle changes must not count as the reader's (see also stop())
   let latest = 0;  // a later action wins over an earlier one still fetching
   const projector = new URLSearchParams(location.search).get("projector");
 
@@ -190,6 +190,8 @@
       data = await load(file);
     } catch (err) {
       console.error(err);
+      // The clicked stop or step is lit already (BokehJS lights it on the click): light the state on screen.
+      if (mine === latest && values) doc.apply_json_patch({events: events(widgets(values), [])}, new Map());
       return;
     }
     if (mine !== latest) return;
