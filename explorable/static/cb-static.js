@@ -137,6 +137,9 @@
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
   }
 
+  // Apply a patch of the page's own controls and panes (no arrays): {name: {property: value}}.
+  const patchUi = (patch) => doc.apply_json_patch({events: events(patch, [])}, new Map());
+
   // Each control's quick stops light the current value's button, none between stops.
   function stopLights(v) {
     const patch = {};
@@ -191,7 +194,7 @@
     } catch (err) {
       console.error(err);
       // The clicked stop or step is lit already (BokehJS lights it on the click): light the state on screen.
-      if (mine === latest && values) doc.apply_json_patch({events: events(widgets(values), [])}, new Map());
+      if (mine === latest && values) patchUi(widgets(values));
       return;
     }
     if (mine !== latest) return;
@@ -215,7 +218,7 @@
     if (!lines.length) return;
     const items = lines.map((t) => `<li>${esc(t)}</li>`).join("");
     const text = esc(`<div class="notice" data-notice="link"><ul>${items}</ul></div>`);
-    doc.apply_json_patch({events: events({"notices.text": {text}, "notices.box": {visible: true}}, [])}, new Map());
+    patchUi({"notices.text": {text}, "notices.box": {visible: true}});
   }
 
   // The link's settings: a value between stops goes to the nearest stop, a bad one to the default; each said.
@@ -282,9 +285,9 @@
     stop(control, i) {
       if (applying || !values || i === null || i === undefined) return;
       const v = {...values, [control]: nearest(control, Number(C.buttonStops[control][i]))};
-      if (keyOf(v) !== keyOf(values) || v[control] !== values[control]) return go(v);
+      if (keyOf(v) !== keyOf(values)) return go(v);  // every stop control is in the key
       // A stop off this build's grid snaps to the value on screen: light that value's stop again.
-      doc.apply_json_patch({events: events(stopLights(values), [])}, new Map());
+      patchUi(stopLights(values));
     },
     // A guided step clicked (Bokeh's js_on_change on the guide's step group).
     chooseStep(i) {
@@ -298,7 +301,7 @@
       else if (name === "guide.next") { if (chosen < C.steps.length - 1) step(chosen + 1); }
       else if (name === "reset") go(Object.fromEntries(C.grid.map((n) => [n, C.defaults[n]])));
       else if (name === "notices.dismiss") {
-        doc.apply_json_patch({events: events({"notices.box": {visible: false}}, [])}, new Map());
+        patchUi({"notices.box": {visible: false}});
       }
     },
     values: () => ({...values}),
