@@ -13,6 +13,7 @@ import param
 from bokeh.models import CustomJSTickFormatter
 
 from explorable.assets import INACTIVE_STYLES, stylesheet, toggled_styles
+from explorable.crossed_changes import settle_crossings
 from explorable.prompt_changes import answer_at_once
 from explorable.state import PRODUCTION_NAMES, ExplorableState
 
@@ -68,6 +69,7 @@ def _stops(state: ExplorableState, name: str, values, fmt: str) -> pn.widgets.Ra
     state.param.watch(to_widget, name)
     to_widget()
     answer_at_once(group)
+    settle_crossings(group)
     return group
 
 
@@ -129,8 +131,9 @@ class Controls(pn.viewable.Viewer):
         self.traffic_note = _note("")
         s.param.watch(self._traffic_note, "arrival")
         self._traffic_note()
-        answer_at_once(self.allocation, self.unit, self.arrival, self.model, self.gpu, self.full_isl,
-                       self.prefix_caching)
+        committing = (self.allocation, self.unit, self.arrival, self.model, self.gpu, self.full_isl, self.prefix_caching)
+        answer_at_once(*committing)
+        settle_crossings(*committing)
         self.reset = pn.widgets.Button(label="Reset to the starting point", css_classes=["reset"],
                                        sizing_mode="stretch_width", margin=(10, 12),
                                        stylesheets=[stylesheet()])

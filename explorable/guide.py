@@ -11,6 +11,7 @@ import panel as pn
 import param
 
 from explorable.assets import END_OF_WALK_STYLES, set_styles, stylesheet
+from explorable.crossed_changes import settle_crossings
 from explorable.prompt_changes import answer_at_once
 from explorable.state import CONTROLS, ExplorableState
 from explorable.text_pane import TextHTML
@@ -193,6 +194,7 @@ class Guide(pn.viewable.Viewer):
         self._lighting = self._going = False
         self.step_buttons.param.watch(self._step_clicked, "value")
         answer_at_once(self.step_buttons)
+        settle_crossings(self.step_buttons)
         self.prev = pn.widgets.Button(label="\u2190 previous", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),

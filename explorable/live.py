@@ -17,6 +17,7 @@ from panel.io.state import set_curdoc
 
 from engine.live.gpu_queue import GPU_QUEUE, MAX_QUEUED_RUNS, Cancelled, GpuQueue  # noqa: F401  (GpuQueue: tests)
 from explorable.assets import stylesheet
+from explorable.crossed_changes import settle_crossings
 from explorable.prompt_changes import answer_at_once
 from explorable.state import ExplorableState
 
@@ -60,6 +61,7 @@ class LivePanel(pn.viewable.Viewer):
         self.toggle = pn.widgets.Checkbox(label="Measure on a live GPU", value=False, disabled=not self.available,
                                           margin=(8, 12, 0, 12), css_classes=["live-toggle"])
         answer_at_once(self.toggle)
+        settle_crossings(self.toggle)
         note = f"GPU on this server: {reason}" if self.available and reason else reason
         self.reason = pn.pane.HTML(f"<div>{html.escape(note)}</div>" if note else "",
                                    css_classes=["control-note", "inactive"], stylesheets=[stylesheet()],

@@ -19,3 +19,12 @@ def test_every_committing_widget_of_the_page_answers_at_once():
     sliders = [w for w in pn.panel(app).select(pn.widgets.Widget)
                if isinstance(w, (pn.widgets.IntSlider, pn.widgets.FloatSlider))]
     assert sliders and not any(w._priority_changes for w in sliders)
+
+
+def test_every_committing_widget_of_the_page_settles_crossed_changes():
+    """Each keeps a reader's queued change over the server's and re-sends its value after a reader's
+    (explorable.crossed_changes; tests/explorable/test_crossed_clicks_browser.py shows both on a real page)."""
+    app = build_app(sync=False)
+    widgets = [w for w in pn.panel(app).select(pn.widgets.Widget) if type(w) in COMMITTED]
+    unsettled = [(type(w).__name__, w.css_classes) for w in widgets if "_update_model" not in vars(w)]
+    assert not unsettled, unsettled
