@@ -10,8 +10,8 @@ Panel settles a conflict between the two sides in ways that lose the reader's ch
 - A server's change and the reader's can cross on the wire (within one round trip). The browser applies the
   server's older value over its own; the server applies the reader's, and Panel then holds back sending it
   again as an echo of the reader's change. The page shows one step lit while the controls are at another.
-  After Panel has processed a reader's change, `settle_crossings` sends the property's value once more (one
-  small patch; a browser that already shows it changes nothing).
+  Once the page's handlers have processed a reader's change, `settle_crossings` sends the property's value once
+  more, in the patch that answers the change (a browser that already shows it changes nothing).
 """
 from __future__ import annotations
 
@@ -53,10 +53,8 @@ def _resend_after_reader(widget: pn.widgets.Widget, prop: str, _event) -> None:
     doc = pn.state.curdoc
     if doc is None or doc.session_context is None or prop not in widget._in_process__events.get(doc, {}):
         return  # the server changed it: Bokeh sends that as usual
-    doc.add_next_tick_callback(partial(_resend, widget, doc, prop))  # after Panel has finished with this change
-
-
-def _resend(widget: pn.widgets.Widget, doc, prop: str) -> None:
+    # Watched last, so the change's own handlers (the state, the lighting) have run: the value is final. Sent
+    # now, it joins the patch that answers the change (one update per click), after any reply it crossed.
     for model, _parent in list(widget._models.values()):
         if model.document is doc:
             # An event without a change: Bokeh sends it to the page and calls no Python callback.
