@@ -15,25 +15,20 @@ Panel settles a conflict between the two sides in ways that lose the reader's ch
 """
 from __future__ import annotations
 
-from functools import partial
-
 import panel as pn
 from bokeh.document.events import ModelChangedEvent
 
-# The Bokeh property a reader's commit sets, by Panel widget type.
-PROPERTY: dict[type, str] = {
-    pn.widgets.RadioButtonGroup: "active",
-    pn.widgets.Select: "value",
-    pn.widgets.Checkbox: "active",
-}
+from explorable.prompt_changes import COMMITTED
 
 
 def settle_crossings(*widgets: pn.widgets.Widget) -> None:
     """Keep each widget's queued reader change over a server change, and re-send its value after a reader's."""
     for widget in widgets:
-        prop = next(p for kind, p in PROPERTY.items() if isinstance(widget, kind))
+        prop = next((p for kind, p in COMMITTED.items() if isinstance(widget, kind)), None)
+        if prop is None:
+            raise TypeError(f"settle_crossings: no committed property known for {type(widget).__name__}")
         _keep_queued(widget, prop)
-        widget.param.watch(partial(_resend_after_reader, widget, prop), "value")
+        _resend_after_reader(widget, prop)
 
 
 def _keep_queued(widget: pn.widgets.Widget, prop: str) -> None:
@@ -49,13 +44,19 @@ def _keep_queued(widget: pn.widgets.Widget, prop: str) -> None:
     widget._update_model = _update_model
 
 
-def _resend_after_reader(widget: pn.widgets.Widget, prop: str, _event) -> None:
-    doc = pn.state.curdoc
-    if doc is None or doc.session_context is None or prop not in widget._in_process__events.get(doc, {}):
-        return  # the server changed it: Bokeh sends that as usual
-    # Watched last, so the change's own handlers (the state, the lighting) have run: the value is final. Sent
-    # now, it joins the patch that answers the change (one update per click), after any reply it crossed.
-    for model, _parent in list(widget._models.values()):
-        if model.document is doc:
-            # An event without a change: Bokeh sends it to the page and calls no Python callback.
-            doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, prop, getattr(model, prop)))
+def _resend_after_reader(widget: pn.widgets.Widget, prop: str) -> None:
+    process_events = widget._process_events
+
+    def _process_events(events):
+        process_events(events)  # the reader's change and everything it set off (the state, the lighting)
+        doc = pn.state.curdoc
+        if prop not in events or doc is None or doc.session_context is None or not pn.state._unblocked(doc):
+            return
+        # Sent now, the value joins the patch that answers the change, after any reply the change crossed; and
+        # it is sent even when the change left Panel's value as it was (the page may still show another).
+        for model, _parent in list(widget._models.values()):
+            if model.document is doc:
+                # An event without a change: Bokeh sends it to the page and calls no Python callback.
+                doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, prop, getattr(model, prop)))
+
+    widget._process_events = _process_events
