@@ -18,15 +18,13 @@ from __future__ import annotations
 import panel as pn
 from bokeh.document.events import ModelChangedEvent
 
-from explorable.prompt_changes import COMMITTED
+from explorable.prompt_changes import committed_property
 
 
 def settle_crossings(*widgets: pn.widgets.Widget) -> None:
     """Keep each widget's queued reader change over a server change, and re-send its value after a reader's."""
     for widget in widgets:
-        prop = next((p for kind, p in COMMITTED.items() if isinstance(widget, kind)), None)
-        if prop is None:
-            raise TypeError(f"settle_crossings: no committed property known for {type(widget).__name__}")
+        prop = committed_property(widget)
         _keep_queued(widget, prop)
         _resend_after_reader(widget, prop)
 

@@ -23,8 +23,15 @@ COMMITTED: dict[type, str] = {
 }
 
 
+def committed_property(widget: pn.widgets.Widget) -> str:
+    """The Bokeh property the reader's commit sets on `widget` (TypeError for a widget not in COMMITTED)."""
+    prop = next((p for kind, p in COMMITTED.items() if isinstance(widget, kind)), None)
+    if prop is None:
+        raise TypeError(f"no committed property known for {type(widget).__name__}")
+    return prop
+
+
 def answer_at_once(*widgets: pn.widgets.Widget) -> None:
     """Apply each widget's committing change at the next turn of the loop (see the module's docstring)."""
     for widget in widgets:
-        prop = next(p for kind, p in COMMITTED.items() if isinstance(widget, kind))
-        widget._priority_changes = [*type(widget)._priority_changes, prop]
+        widget._priority_changes = [*type(widget)._priority_changes, committed_property(widget)]
