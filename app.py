@@ -4,11 +4,13 @@ import panel as pn
 from explorable.guard import protect
 from explorable.health import page_built
 from explorable.layout import TITLE, build_app, configure
+from explorable.long_lived import track
 from explorable.startup import first_page
 
 configure()
 doc = pn.state.curdoc
 protect(doc)  # from its first message on, this page's websocket may change its controls only, within a budget
+track(doc)  # the process's baseline is frozen out of garbage collection once no page is alive
 
 
 def build_page() -> pn.viewable.Viewable:
