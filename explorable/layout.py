@@ -176,15 +176,14 @@ class ExplorableApp(pn.viewable.Viewer):
             "lanes": lanes,
             "strips": Strips(state=state, x_range=lanes.x_range),
             "curves": Curves(state=state),
-            "traffic_curve": TrafficCurve(state=state),
+            "traffic_curve": TrafficCurve(state=state, projector=self.projector),
             "logs": LogView(state=state),
             "share": url.ShareLink(state=state),
         }
         if self.projector:
             url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
-                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure,
-                        self.views["traffic_curve"].served_fig, self.views["traffic_curve"].latency_fig):
+                        self.views["curves"].by_seqs.figure, self.views["curves"].by_pool.figure):
                 projector.enlarge(fig)
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig):
                 fig.min_border_left = projector.LANE_BORDER_LEFT

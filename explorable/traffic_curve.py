@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 
 from engine import RunConfig
 from engine.rate_sweep import default_rates, sweep_rates
-from explorable import palette, runs
+from explorable import palette, projector, runs
 from explorable.assets import stylesheet
 from explorable.curves import style_axes
 from explorable.glyphs import without_unused_variants
@@ -66,15 +66,32 @@ class TrafficCurve(pn.viewable.Viewer):
 
     state = param.ClassSelector(class_=ExplorableState)
 
+    projector = param.Boolean(default=False, doc="the projector view's larger chart text")
+
     def __init__(self, **params):
         super().__init__(**params)
+        # Built when traffic first arrives: most pages (the article's all-at-once states) never show the two
+        # figures, whose 80-odd models were a fifth of every page's (server memory, collection, page load).
+        self.source: ColumnDataSource | None = None
+        self._config = None
+        self.pane = pn.Column(sizing_mode="stretch_width", margin=0, visible=False)
+        self.state.param.watch(self._schedule, "trace")
+        self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
+        self._update()
+
+    @property
+    def built(self) -> bool:
+        return self.source is not None
+
+    def _build(self) -> None:
         self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")})
         self.served_fig = self._served_figure()
         self.latency_fig = self._latency_figure()
-        self._config = None
         for fig in (self.served_fig, self.latency_fig):
             fig.styles = {"flex": "1 1 320px", "min-width": "0"}
-        self.pane = pn.Column(
+            if self.projector:
+                projector.enlarge(fig)
+        self.pane.objects = [
             pn.pane.HTML('<div class="chart-title">Throughput and p99 latency against request rate <span '
                          'class="muted">(twelve rates around the knee, the rest as set; dashed lines: your SLO '
                          'targets)</span></div>', sizing_mode="stretch_width", stylesheets=[stylesheet()],
@@ -82,10 +99,7 @@ class TrafficCurve(pn.viewable.Viewer):
             pn.FlexBox(pn.pane.Bokeh(self.served_fig, sizing_mode="stretch_width"),
                        pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
                        flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0),
-            sizing_mode="stretch_width", margin=0, visible=False)
-        self.state.param.watch(self._schedule, "trace")
-        self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
-        self._update()
+        ]
 
     def _served_figure(self):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
@@ -136,6 +150,8 @@ class TrafficCurve(pn.viewable.Viewer):
             pn.state.execute(self._update, schedule=True)
 
     def _slo_lines(self, *_):
+        if not self.built:
+            return
         self.ttft_slo.location = float(self.state.slo_ttft_ms)
         self.tpot_slo.location = float(self.state.slo_tpot_ms)
         self._y_range()
@@ -151,17 +167,22 @@ class TrafficCurve(pn.viewable.Viewer):
         cfg = self.state.config
         # Shown (and paid for) only while traffic arrives over time: the article's all-at-once states, most of
         # what a class visits, cost what they did before.
-        self.pane.visible = cfg is not None and cfg.arrival != "all-at-once"
-        if not self.pane.visible or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
-                           and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
+        shown = cfg is not None and cfg.arrival != "all-at-once"
+        if not shown or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
+                         and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
+            self.pane.visible = shown
             return
         try:
             data = rate_curve(cfg)
         except runs.RUN_ERRORS:
+            self.pane.visible = shown and self.built
             return
         self._config = cfg
         rate = float(cfg.request_rate)
         with pn.io.hold():
+            if not self.built:
+                self._build()
+            self.pane.visible = True
             set_data(self.source, data)
             self.served_fig.y_range.update(start=0, end=float(max(np.nanmax(data["served"]), 1e-9)) * 1.15)
             self.served_marker.location = rate

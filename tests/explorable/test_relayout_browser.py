@@ -78,5 +78,5 @@ def test_a_click_does_not_lay_out_the_whole_page_and_plots_are_placed_as_bokeh_w
     plain = page.evaluate("window.__pageLayouts")
     context.close()
     assert not errors, errors
-    assert len(frames) >= 7
+    assert len(frames) >= 5  # lanes, two strips, two curves (the rate curves are built when traffic arrives)
     assert kept == 0 and local >= 2 and plain >= 2, (kept, local, plain)

@@ -106,3 +106,25 @@ def test_the_rate_curve_has_its_twelve_points_and_ignores_the_rate_it_marks():
 @pytest.mark.parametrize("title", [s.title for s in TRAFFIC_STEPS])
 def test_every_traffic_step_runs(title):
     assert simulate(step_config(title)).summary()["finished_requests"] == 256
+
+
+@pytest.mark.parametrize("on_projector", [False, True])
+def test_the_rate_curve_is_built_when_traffic_first_arrives(on_projector):
+    from bokeh.models import Axis
+
+    from explorable import projector
+    from explorable.layout import ExplorableApp
+
+    state = ExplorableState()
+    curve = ExplorableApp(state=state, projector=on_projector).views["traffic_curve"]
+    assert not curve.built and not curve.pane.visible and not curve.pane.objects  # an all-at-once page pays nothing
+    apply_query(state, {"arrival": "rate", "request_rate": "12"})
+    curve._update()  # as the page's next tick does
+    assert curve.built and curve.pane.visible and len(curve.source.data["rate"]) == NUM_POINTS
+    assert curve.served_marker.location == 12.0
+    sizes = [float(str(getattr(a, p)).rstrip("px")) for fig in (curve.served_fig, curve.latency_fig)
+             for a in fig.select(type=Axis) for p in ("major_label_text_font_size", "axis_label_text_font_size")]
+    assert (min(sizes) >= projector.TEXT_PX) is on_projector
+    apply_query(state, {"arrival": "all-at-once"})
+    curve._update()
+    assert not curve.pane.visible and curve.built  # hidden again, kept for the next time
