@@ -1,4 +1,4 @@
-"""The first visit after an install: numba compiles the scheduler core (about 8 s of CPU with an empty cache,
+"""The first visit after an install: numba compiles the scheduler core (about 23 s of CPU with an empty cache,
 once; later processes load it from disk in a fraction of a second) and the default setting is run. That
 happens in a background thread, so the first reader sees a page at once, saying what is going on, and
 the explorable swaps itself in when it is ready. Every later page finds the work done and opens directly.
@@ -105,7 +105,7 @@ def placeholder(title: str = "") -> pn.viewable.Viewable:
         pn.indicators.LoadingSpinner(value=True, size=28, margin=(14, 10)),
         pn.pane.HTML(
             f'<div class="preparing" data-preparing="1">{heading}<p><b>Preparing the simulator.</b> The first page '
-            "after an install compiles vLLM's scheduler rules to machine code, which takes a few seconds, once. "
+            "after an install compiles vLLM's scheduler rules to machine code, which takes about half a minute, once. "
             "The explorable appears here by itself.</p></div>",
             stylesheets=[stylesheet()], sizing_mode="stretch_width", margin=(0, 10),
         ),
