@@ -73,6 +73,7 @@ class TrafficCurve(pn.viewable.Viewer):
         # Built when traffic first arrives: most pages (the article's all-at-once states) never show the two
         # figures, whose 80-odd models were a fifth of every page's (server memory, collection, page load).
         self.source: ColumnDataSource | None = None
+        self._built = False
         self._config = None
         self.pane = pn.Column(sizing_mode="stretch_width", margin=0, visible=False)
         self.state.param.watch(self._schedule, "trace")
@@ -81,7 +82,7 @@ class TrafficCurve(pn.viewable.Viewer):
 
     @property
     def built(self) -> bool:
-        return self.source is not None
+        return self._built
 
     def _build(self) -> None:
         self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")})
@@ -100,6 +101,7 @@ class TrafficCurve(pn.viewable.Viewer):
                        pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
                        flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0),
         ]
+        self._built = True
 
     def _served_figure(self):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
@@ -177,7 +179,6 @@ class TrafficCurve(pn.viewable.Viewer):
         except runs.RUN_ERRORS:
             self.pane.visible = shown and self.built
             return
-        self._config = cfg
         rate = float(cfg.request_rate)
         with pn.io.hold():
             if not self.built:
@@ -189,6 +190,7 @@ class TrafficCurve(pn.viewable.Viewer):
             self.latency_marker.location = rate
             self.served_marker.visible = self.latency_marker.visible = cfg.arrival == "rate"
             self._slo_lines()
+        self._config = cfg  # only once drawn: a failed build is tried again on the next update
 
     def __panel__(self):
         return self.pane

@@ -21,8 +21,10 @@ class _Node:
 
 
 @pytest.fixture
-def loop():
-    """A fresh event loop for the callbacks long_lived schedules; the process unfrozen and reset afterwards."""
+def loop(monkeypatch):
+    """A fresh event loop for the callbacks long_lived schedules, the simulator taken as prepared; the process
+    unfrozen and reset afterwards."""
+    monkeypatch.setattr(long_lived.startup, "ready", lambda: True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     yield loop
@@ -79,3 +81,27 @@ def test_a_page_opened_after_the_freeze_is_not_tracked(loop):
     later, _ = _page()
     long_lived.track(later)
     assert not long_lived._alive  # nothing left to wait for: the freeze happens once per process
+
+
+def test_no_freeze_before_the_simulator_is_prepared(loop, monkeypatch):
+    prepared = False
+    monkeypatch.setattr(long_lived.startup, "ready", lambda: prepared)
+    monkeypatch.setattr(long_lived, "SETTLE_S", 0.01)
+    doc, _ = _page()
+    long_lived.track(doc)
+    _end(doc, loop)
+    assert not long_lived.frozen()  # numba's core, loaded later, would be left out of the baseline
+    prepared = True
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert long_lived.frozen()
+
+
+def test_a_readers_page_is_frozen_out_only_after_its_teardown_has_settled(loop, monkeypatch):
+    monkeypatch.setattr(long_lived, "SETTLE_S", 0.05)
+    doc, _ = _page()
+    long_lived.track(doc)
+    long_lived._ended(id(doc), warm_up=False)  # a served session's end
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert not long_lived.frozen()
+    loop.run_until_complete(asyncio.sleep(0.1))
+    assert long_lived.frozen()

@@ -118,6 +118,8 @@ def test_the_rate_curve_is_built_when_traffic_first_arrives(on_projector):
     state = ExplorableState()
     curve = ExplorableApp(state=state, projector=on_projector).views["traffic_curve"]
     assert not curve.built and not curve.pane.visible and not curve.pane.objects  # an all-at-once page pays nothing
+    state.param.update(slo_ttft_ms=500.0)  # a target moved before any traffic: nothing to draw it on yet
+    assert not curve.built
     apply_query(state, {"arrival": "rate", "request_rate": "12"})
     curve._update()  # as the page's next tick does
     assert curve.built and curve.pane.visible and len(curve.source.data["rate"]) == NUM_POINTS
