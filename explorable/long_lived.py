@@ -2,15 +2,16 @@
 
 A full collection visits every container object the process holds and stops the whole server while it runs
 (about 0.6-1.3 µs per object on the 2-core machine). After start-up, before any reader's page, a server process
-already holds about 380,000 of them (Panel, Bokeh, numba's compiled core, the runs' caches): more than a
-third of what a collection visits with 30 pages open. They live as long as the process, so visiting them finds nothing; and
-collections are frequent (CPython's own, as pages open; Panel's, 5 s after a session ends).
+already holds about 380,000 of them (Panel, Bokeh, numba's compiled core, the runs' caches): more than a third
+of what a collection visits with 30 pages open. They live as long as the process, so visiting them finds
+nothing; and collections are frequent (CPython's own, as pages open; Panel's, 5 s after a session ends).
 
 `gc.freeze()` moves every object the collector tracks to a generation it never visits. It is done once per
 process, at the first moment no page is alive and the simulator is prepared (right after `panel serve --warm`
 has built and discarded its warm-up page, before the first reader; without --warm, once the first readers'
-pages have all ended and their teardown has run), after a full collection, so no page's leftovers are frozen with the baseline. A frozen object still goes when its last
-reference does; only a frozen reference cycle would stay for good, and the baseline holds none that ends.
+pages have all ended and their teardown has run), after a full collection, so no page's leftovers are frozen
+with the baseline. A frozen object still goes when its last reference does; only a frozen reference cycle would
+stay for good, and the baseline holds none that ends.
 """
 from __future__ import annotations
 
