@@ -1,11 +1,14 @@
 """`panel serve app.py`: the continuous-batching explorable (one page per browser tab)."""
 import panel as pn
 
-from explorable.guard import protect
-from explorable.health import page_built
-from explorable.layout import TITLE, build_app, configure
-from explorable.long_lived import track
-from explorable.startup import first_page
+from explorable import startup
+
+startup.begin()  # first of all: on a fresh install, numba's compile starts in child processes at once
+
+from explorable.guard import protect  # noqa: E402
+from explorable.health import page_built  # noqa: E402
+from explorable.layout import TITLE, build_app, configure  # noqa: E402
+from explorable.long_lived import track  # noqa: E402
 
 configure()
 doc = pn.state.curdoc
@@ -19,5 +22,5 @@ def build_page() -> pn.viewable.Viewable:
     return page
 
 
-first_page(build_page, TITLE).servable(title=TITLE)
+startup.first_page(build_page, TITLE).servable(title=TITLE)
 page_built(doc)  # /liveness?endpoint=/app checks that a page got this far

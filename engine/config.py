@@ -14,7 +14,7 @@ import numpy as np
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
 from engine.traffic import gamma_arrivals, parse_goodput
-from engine.workload import Workload, generate_workload, load_workload, share_prefixes
+from engine.workload import Workload, generate_workload, load_workload, read_only, share_prefixes
 from kernels.scheduler_core import cdiv
 
 GIB = 1 << 30
@@ -104,8 +104,8 @@ class RunConfig:
             if workload.arrival_s is None:
                 raise ConfigError("arrival 'workload' needs a workload file with arrival times (an arrival_s or "
                                   "TIMESTAMP column)")
-            return np.array(workload.arrival_s, dtype=np.float64)
-        return np.zeros(0, dtype=np.float64)
+            return workload.arrival_s  # float64, read-only (Workload checked it)
+        return read_only(np.zeros(0, dtype=np.float64))
 
     @property
     def slo_targets(self) -> dict[str, float]:

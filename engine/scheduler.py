@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.config import RunConfig, check_servable, declared_max_tokens
 from engine.trace import Trace, format_digest
-from engine.workload import Workload
+from engine.workload import Workload, read_only
 from kernels import scheduler_core as core
 
 # Safety cap: progress is guaranteed (the oldest running request can always evict the rest), so this only
@@ -104,8 +104,9 @@ def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
     Rounding up to a block keeps Orca's promise (an admitted request never runs out) on a paged pool.
     """
     if cfg.allocation != "reserve":
-        return np.zeros(workload.num_requests, dtype=np.int64)
-    return core.cdiv(workload.prompt_len + declared_max_tokens(cfg, workload), cfg.block_size) * cfg.block_size
+        return read_only(np.zeros(workload.num_requests, dtype=np.int64))
+    return read_only(core.cdiv(workload.prompt_len + declared_max_tokens(cfg, workload), cfg.block_size)
+                     * cfg.block_size)
 
 
 def trace_from_tables(cfg: RunConfig, workload: Workload, passes: np.ndarray, seconds: np.ndarray,

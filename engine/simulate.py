@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
+
 from engine.config import ConfigError, RunConfig, check_servable
 from engine.cost_model import cost_vector, plan_seconds
 from engine.scheduler import MAX_PASSES, Scheduler, SimulationError, StepOutcome, StepPlan, reserve_tokens, \
     scheduler_params, trace_from_tables
 from engine.trace import Trace
+from engine.workload import Workload
 from kernels import scheduler_core as core
 
 
@@ -60,15 +63,22 @@ def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
 
 def simulate(cfg: RunConfig) -> Trace:
     """Serve the config's workload to exhaustion on the roofline clock; same config, same bits."""
+    workload, arrivals, arguments = core_arguments(cfg)
+    passes, seconds, events, tables, starts, sampled = core.run_to_completion(*arguments)
+    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, sampled, arrivals)
+
+
+def core_arguments(cfg: RunConfig) -> tuple[Workload, np.ndarray, tuple]:
+    """The config's workload, its arrival times, and the arguments simulate() gives the compiled core
+    (`core.run_to_completion`); raises ConfigError for a config that cannot be served."""
     workload = cfg.build_workload()
     check_servable(cfg, workload)
     arrivals = cfg.arrival_times(workload)
-    passes, seconds, events, tables, starts, sampled = core.run_to_completion(
+    return workload, arrivals, (
         scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
         workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals, workload.dense_groups(),
         workload.prefix_len,
     )
-    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, sampled, arrivals)
 
 
 def simulate_stepwise(cfg: RunConfig) -> Trace:

@@ -34,6 +34,13 @@ MAX_JSON_DEPTH = 16  # the format's depth is 2 ({"prompt_len": [...]}): anything
 MAX_NUMBER_DIGITS = 20  # int() of a 5,000-digit JSON number would raise or take long; tokens fit in 7
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """`a`, no longer writable. Every array the compiled core is handed from a workload is read-only: being
+    read-only is part of an array's type to numba, so one writable array would compile the core again."""
+    a.setflags(write=False)
+    return a
+
+
 class WorkloadError(ValueError):
     """A workload file or array that cannot be served; the message says what is wrong."""
 
@@ -92,7 +99,7 @@ class Workload:
         out = np.full(group.shape, -1, dtype=np.int64)
         member = group >= 0
         out[member] = np.unique(group[member], return_inverse=True)[1]
-        return out
+        return read_only(out)
 
     @property
     def num_requests(self) -> int:

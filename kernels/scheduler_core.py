@@ -126,7 +126,8 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
     state[RING_CAP] = cap
     state[ARRIVED] = n
     queues = np.zeros((2, n), dtype=np.int64)
-    queues[WAIT_Q] = np.arange(n)
+    for i in range(n):  # (a loop, not `= np.arange(n)`: see grow_rows)
+        queues[WAIT_Q, i] = i
     if params[P_PREFIX_CACHING] == 0:  # (the ring and the tables are written before they are read)
         return req, state, queues, np.empty(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
     # Content ids: each prefix group's full prefix blocks, then every request's own blocks (by table slot).
@@ -797,9 +798,15 @@ def pass_seconds(cost, out, n_sched):
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
 def grow_rows(a, rows):
-    """`a` with room for `rows` rows (the new ones uninitialised: every table grown here is written before read)."""
+    """`a` with room for `rows` rows (the new ones uninitialised: every table grown here is written before read).
+
+    Copied in a loop over the flat C-ordered data (the old rows come first): numba compiles an array-to-slice
+    assignment with its broadcasting error messages, whose string formatting costs a cold start 3-4 s."""
     out = np.empty((rows,) + a.shape[1:], dtype=a.dtype)
-    out[: a.shape[0]] = a
+    to = out.reshape(-1)
+    src = a.reshape(-1)
+    for i in range(src.shape[0]):
+        to[i] = src[i]
     return out
 
 
@@ -821,15 +828,23 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     out = np.zeros((NUM_OUT_ROWS, n_req), dtype=np.int64)
     counts = np.zeros(NUM_COUNTS, dtype=np.int64)
     # Room for twice the passes the longest output needs (a run takes at least that many; growing copies).
-    rows = max(1024, 2 * (output_len.max() if n_req else 0))
+    # (Loops, not .max() and .sum(): numba's array reductions add about a second to a cold start's compile.)
+    longest = 0
+    total_output = 0
+    for i in range(n_req):
+        longest = max(longest, output_len[i])
+        total_output += output_len[i]
+    rows = max(1024, 2 * longest)
     passes = np.empty((rows, NUM_PASS_FIELDS), dtype=np.int64)  # every row is written in full before it is read
     seconds = np.empty(rows, dtype=np.float64)
     starts = np.empty(rows, dtype=np.float64)
     events = np.empty((8 * n_req + 16, NUM_EVENT_FIELDS), dtype=np.int64)
-    sampled = np.empty(output_len.sum(), dtype=np.int32)  # every request samples exactly its output
-    n_ev = 0
+    sampled = np.empty(total_output, dtype=np.int32)  # every request samples exactly its output
+    # Counters start as int64, not the literal 0: numba would otherwise compile begin_pass and end_pass twice,
+    # once for the literal first value and once for the loop's int64 (a third of a cold start's compile).
+    n_ev = np.int64(0)
     now = 0.0
-    p = 0
+    p = np.int64(0)
     while state[NUM_FINISHED] < n_req and p < max_passes:
         if p == passes.shape[0]:
             passes = grow_rows(passes, 2 * p)

@@ -87,30 +87,46 @@ def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
     assert runs.run.cache_info()["hits"] == hits + 1
 
 
-def test_a_cold_cache_is_compiled_in_a_child_process_then_loaded_here(monkeypatch):
-    """numba's compiler holds the GIL for seconds: with nothing cached, a child process compiles (the
-    server keeps answering pages meanwhile) and the server loads the result."""
+class FakeChild:
+    """A child process that has already exited with `returncode`, having said `stderr`."""
+    started: list = []
+    pid = -1  # no such process: lowering its priority fails quietly, as for a child that has exited
+
+    def __init__(self, args, returncode=0, stderr=b"", **kwargs):
+        self.args, self.returncode, self.stderr, self.kwargs = args, returncode, stderr, kwargs
+        FakeChild.started.append(self)
+
+    def communicate(self, timeout=None):
+        return b"", self.stderr
+
+    def poll(self):
+        return self.returncode
+
+
+def test_a_cold_cache_is_compiled_in_two_child_processes_at_once_then_loaded_here(monkeypatch):
+    """numba's compiler holds the GIL for seconds: with nothing cached, child processes compile (the server
+    keeps answering pages meanwhile), the two parts side by side, and the server loads the result."""
+    from engine.precompile import PARTS
     from explorable import runs
 
-    calls = []
+    monkeypatch.setattr(FakeChild, "started", [])
     monkeypatch.setattr(startup, "_done", threading.Event())
     monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
-    monkeypatch.setattr(startup.subprocess, "run", lambda cmd, **kw: calls.append((cmd, kw)))
+    monkeypatch.setattr(startup.subprocess, "Popen", FakeChild)
     startup._prepare()
-    (cmd, kw), = calls
-    assert cmd[0] == startup.sys.executable and "simulate(RunConfig())" in cmd[-1] and kw["check"]
+    assert startup.PRECOMPILE_PARTS == PARTS
+    assert [child.args for child in FakeChild.started] == [
+        [startup.sys.executable, "-m", "engine.precompile", part] for part in PARTS]
     assert startup.ready() and runs.is_cached(runs.RunConfig())
 
 
 def test_a_child_process_that_fails_leaves_the_compile_to_the_server(monkeypatch, caplog):
-    def fail(cmd, **kw):
-        raise startup.subprocess.CalledProcessError(1, cmd)
-
     monkeypatch.setattr(startup, "_done", threading.Event())
     monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
-    monkeypatch.setattr(startup.subprocess, "run", fail)
+    monkeypatch.setattr(startup.subprocess, "Popen",
+                        lambda args, **kw: FakeChild(args, returncode=1, stderr=b"Traceback\nMemoryError\n"))
     startup._prepare()
-    assert startup.ready() and "compiling in the server" in caplog.text
+    assert startup.ready() and "compiling in the server" in caplog.text and "MemoryError" in caplog.text
 
 
 def test_a_warm_cache_is_found_and_not_compiled_again(monkeypatch):
@@ -118,7 +134,7 @@ def test_a_warm_cache_is_found_and_not_compiled_again(monkeypatch):
 
     runs.warm()  # this process's core is compiled and cached on disk by now
     assert startup._compiled_code_is_cached()
-    monkeypatch.setattr(startup.subprocess, "run", lambda *a, **k: pytest.fail("compiled again"))
+    monkeypatch.setattr(startup.subprocess, "Popen", lambda *a, **k: pytest.fail("compiled again"))
     monkeypatch.setattr(startup, "_done", threading.Event())
     startup._prepare()
     assert startup.ready()
