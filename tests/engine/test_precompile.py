@@ -70,3 +70,11 @@ def test_every_setting_hands_the_core_the_default_run_s_argument_types(setting):
         return [typeof(a) for a in core_arguments(cfg)[2]]
 
     assert types_of(RunConfig(**setting)) == types_of(RunConfig())
+
+
+def test_an_unknown_part_is_one_usage_line_and_status_2(capsys):
+    from engine.precompile import main
+
+    assert main(["everything"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage: python -m engine.precompile [passes|helpers]" in err
