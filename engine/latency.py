@@ -35,7 +35,7 @@ class RequestTiming:
 
 
 @njit(cache=CACHE_COMPILED, nogil=True)
-def _walk_tokens(pass_end, per_pass, sampled, num_requests):
+def walk_tokens(pass_end, per_pass, sampled, num_requests):
     """One pass over the tokens in the order produced (pass p sampled the next per_pass[p] of `sampled`): each
     request's first and last token time, token count, longest gap, and every gap (with its request)."""
     first = np.full(num_requests, np.nan)
@@ -69,7 +69,7 @@ def request_timing(arrival: np.ndarray, pass_end: np.ndarray, per_pass: np.ndarr
                    num_requests: int) -> RequestTiming:
     """Timing of every request from its arrival, the passes' end times, each pass's output token count and the
     request of each output token in the order produced."""
-    first, last, worst, counts, itl, owner = _walk_tokens(
+    first, last, worst, counts, itl, owner = walk_tokens(
         np.ascontiguousarray(pass_end, dtype=np.float64), np.ascontiguousarray(per_pass, dtype=np.int64),
         np.ascontiguousarray(sampled, dtype=np.int32), num_requests)
     ttft = first - arrival

@@ -19,7 +19,7 @@ import numpy as np
 from numba import typeof, types
 
 from engine.config import RunConfig
-from engine.latency import _walk_tokens
+from engine.latency import walk_tokens
 from engine.simulate import core_arguments, simulate
 from kernels import scheduler_core as core
 
@@ -44,7 +44,7 @@ def _signatures() -> dict[str, list[tuple]]:
             (core.grow_rows, (table, count)),
             (core.grow_rows, (typeof(np.zeros(1)), count)),
             (core.end_pass, pass_head + (table, count)),
-            (_walk_tokens, (typeof(np.zeros(1)), vector, typeof(np.zeros(1, np.int32)), count)),
+            (walk_tokens, (typeof(np.zeros(1)), vector, typeof(np.zeros(1, np.int32)), count)),
         ],
     }
 

@@ -1,19 +1,22 @@
-"""The first visit after an install: numba compiles the scheduler core (about 14 s of CPU with an empty cache,
-once, in two child processes on two cores; later processes load it from disk in a fraction of a second) and
-the default setting is run. That happens in a background thread, so the first reader sees a page at once,
-saying what is going on, and the explorable swaps itself in when it is ready. Every later page finds the
-work done and opens directly.
+"""The first visit after an install: numba compiles the scheduler core (about 17 s of CPU with an empty cache,
+once, split between two child processes that take about 12 s side by side; later processes load it from
+disk in a fraction of a second) and the default setting is run. That happens in a background thread, so
+the first reader sees a page at once, saying what is going on, and the explorable swaps itself in when it
+is ready. Every later page finds the work done and opens directly.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import panel as pn
@@ -53,46 +56,92 @@ PRECOMPILE_PARTS = ("passes", "helpers")
 
 
 def _yield_to_the_server(pid: int) -> None:
-    """Let the compile have only the CPU time nothing else wants (Linux's SCHED_IDLE, else the lowest
-    priority): the reader's first page, the browser drawing it and other pages come first."""
+    """Let the compile have only CPU time nothing else wants (Linux's SCHED_IDLE, else the lowest priority):
+    the reader's first page, the browser drawing it and other pages come first. A server's Python uses one
+    core at most, so on two cores the compile still gets one; only a machine kept busy by other work starves
+    it, and then COMPILE_TIMEOUT_S hands what is missing to the server."""
     try:
         os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
         return
-    except (AttributeError, OSError):  # not on this platform
+    except (AttributeError, OSError):  # no SCHED_IDLE here (or not allowed)
         pass
     try:
         os.setpriority(os.PRIO_PROCESS, pid, 19)
-    except (AttributeError, OSError):  # not here either, or already exited: it runs at normal priority
+    except (AttributeError, OSError):  # no priorities here either, or it has exited: normal priority
         pass
+
+
+def _last_line(said) -> str:
+    said.seek(0)
+    lines = said.read().decode(errors="replace").strip().splitlines()
+    return lines[-1][:200] if lines else "no message"
 
 
 def _compile_in_subprocesses() -> None:
     """Compile what the default page runs into numba's cache in child processes: numba's compiler is Python
     and holds the GIL for seconds, which would keep this server from answering the first reader (its page,
     the placeholder). The two parts compile side by side (engine.precompile); this process then loads the
-    result in a fraction of a second."""
+    result in a fraction of a second, and compiles itself whatever a failed child left out."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    children: list[subprocess.Popen] = []
+    deadline = time.monotonic() + COMPILE_TIMEOUT_S
+    children: list[tuple[str, subprocess.Popen, typing.IO[bytes]]] = []
+    failures: list[str] = []
     try:
         for part in PRECOMPILE_PARTS:
-            children.append(subprocess.Popen([sys.executable, "-m", "engine.precompile", part], env=env,
-                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.PIPE))
-            _yield_to_the_server(children[-1].pid)
-        deadline = time.monotonic() + COMPILE_TIMEOUT_S
-        for child in children:
-            _, err = child.communicate(timeout=max(0.0, deadline - time.monotonic()))
-            if child.returncode:
-                raise subprocess.CalledProcessError(child.returncode, child.args, stderr=err)
-    except (OSError, subprocess.SubprocessError) as exc:  # whatever is missing is compiled here, as before
-        said = (getattr(exc, "stderr", None) or b"").decode(errors="replace").strip().splitlines()
-        log.warning("compiling the simulator in child processes failed (%s%s); compiling in the server",
-                    type(exc).__name__, f": {said[-1][:200]}" if said else "")
+            said = tempfile.TemporaryFile()  # (a file, not a pipe: nothing has to drain it meanwhile)
+            try:
+                child = subprocess.Popen([sys.executable, "-m", "engine.precompile", part], env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said)
+            except OSError as exc:
+                said.close()
+                failures.append(f"{part}: {type(exc).__name__}")
+                continue
+            children.append((part, child, said))
+            _yield_to_the_server(child.pid)
+        for part, child, said in children:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                failures.append(f"{part}: not done after {COMPILE_TIMEOUT_S:g} s")
+            else:
+                if child.returncode:
+                    failures.append(f"{part}: {_last_line(said)}")
     finally:
-        for child in children:
+        for _part, child, said in children:
             if child.poll() is None:
                 child.kill()
                 child.wait()
+            said.close()
+    if failures:
+        log.warning("compiling the simulator in child processes failed (%s); what is missing is compiled in "
+                    "the server", "; ".join(failures))
+
+
+@contextlib.contextmanager
+def _one_compile_at_a_time() -> Iterator[None]:
+    """Across this user's server processes (`--num-procs`, several servers at once): the first to find the
+    cache empty compiles, the others wait for it (then find the cache full) rather than compile the same."""
+    try:
+        import fcntl
+    except ImportError:  # not on this platform: each process compiles
+        yield
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    with open(Path(tempfile.gettempdir()) / f"continuous-batching-compile-{uid}.lock", "a+b") as lock:
+        deadline = time.monotonic() + COMPILE_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:  # a stuck holder: go on without the lock
+                    break
+                time.sleep(CHECK_EVERY_MS / 1000)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _prepare() -> None:
@@ -100,7 +149,9 @@ def _prepare() -> None:
         import kernels
 
         if kernels.CACHE_COMPILED and not _compiled_code_is_cached():
-            _compile_in_subprocesses()
+            with _one_compile_at_a_time():
+                if not _compiled_code_is_cached():  # (another server process may have compiled it meanwhile)
+                    _compile_in_subprocesses()
         from explorable import runs  # (imports numba: after the children have started)
 
         runs.warm()  # compiles the numba core, or loads it from numba's cache, and runs the default setting

@@ -802,6 +802,8 @@ def grow_rows(a, rows):
 
     Copied in a loop over the flat C-ordered data (the old rows come first): numba compiles an array-to-slice
     assignment with its broadcasting error messages, whose string formatting costs a cold start 3-4 s."""
+    if rows < a.shape[0]:
+        raise ValueError("grow_rows: fewer rows than the table has")  # (a fixed message: nothing to format)
     out = np.empty((rows,) + a.shape[1:], dtype=a.dtype)
     to = out.reshape(-1)
     src = a.reshape(-1)

@@ -18,7 +18,7 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _GIB = float(1 << 30)
 
 
-NOT_INSTALLED = "torch is not installed on the server (pip install 'continuous-batching-explorable[live]')"
+_NOT_INSTALLED = "torch is not installed on the server (pip install 'continuous-batching-explorable[live]')"
 
 
 def _build_without_import() -> tuple[str, str | None] | None:
@@ -35,9 +35,13 @@ def _build_without_import() -> tuple[str, str | None] | None:
     except (ImportError, ValueError, OSError, SyntaxError):
         return None
     found = {}
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
-            node.target if isinstance(node, ast.AnnAssign) else None
+    for node in tree.body:  # `__version__ = '2.13.0+cpu'`, `cuda: Optional[str] = None`
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+        else:
+            continue
         if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
             found[target.id] = node.value.value
     version, cuda = found.get("__version__"), found.get("cuda", "")
@@ -54,7 +58,7 @@ def live_available() -> tuple[bool, str]:
     try:
         import torch
     except ImportError:
-        return False, NOT_INSTALLED
+        return False, _NOT_INSTALLED
     if torch.version.cuda is None:
         return False, f"this torch build ({torch.__version__}) has no CUDA support"
     if not torch.cuda.is_available():

@@ -1,7 +1,10 @@
 """The first visit: a page at once while the simulator is prepared, the explorable swapped in when it is ready."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 import types
 
 import panel as pn
@@ -88,16 +91,20 @@ def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
 
 
 class FakeChild:
-    """A child process that has already exited with `returncode`, having said `stderr`."""
+    """A child process that exits with `returncode` as soon as it is waited for, having said `said`."""
     started: list = []
+    events: list = []  # ("start" | "wait", part), in order
     pid = -1  # no such process: lowering its priority fails quietly, as for a child that has exited
 
-    def __init__(self, args, returncode=0, stderr=b"", **kwargs):
-        self.args, self.returncode, self.stderr, self.kwargs = args, returncode, stderr, kwargs
+    def __init__(self, args, returncode=0, said=b"", **kwargs):
+        self.args, self.returncode = args, returncode
+        kwargs["stderr"].write(said)
         FakeChild.started.append(self)
+        FakeChild.events.append(("start", args[-1]))
 
-    def communicate(self, timeout=None):
-        return b"", self.stderr
+    def wait(self, timeout=None):
+        FakeChild.events.append(("wait", self.args[-1]))
+        return self.returncode
 
     def poll(self):
         return self.returncode
@@ -110,6 +117,7 @@ def test_a_cold_cache_is_compiled_in_two_child_processes_at_once_then_loaded_her
     from explorable import runs
 
     monkeypatch.setattr(FakeChild, "started", [])
+    monkeypatch.setattr(FakeChild, "events", [])
     monkeypatch.setattr(startup, "_done", threading.Event())
     monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
     monkeypatch.setattr(startup.subprocess, "Popen", FakeChild)
@@ -117,16 +125,57 @@ def test_a_cold_cache_is_compiled_in_two_child_processes_at_once_then_loaded_her
     assert startup.PRECOMPILE_PARTS == PARTS
     assert [child.args for child in FakeChild.started] == [
         [startup.sys.executable, "-m", "engine.precompile", part] for part in PARTS]
+    # Both started before either is waited for: they run side by side.
+    assert FakeChild.events == [("start", part) for part in PARTS] + [("wait", part) for part in PARTS]
     assert startup.ready() and runs.is_cached(runs.RunConfig())
 
 
 def test_a_child_process_that_fails_leaves_the_compile_to_the_server(monkeypatch, caplog):
     monkeypatch.setattr(startup, "_done", threading.Event())
     monkeypatch.setattr(startup, "_compiled_code_is_cached", lambda: False)
-    monkeypatch.setattr(startup.subprocess, "Popen",
-                        lambda args, **kw: FakeChild(args, returncode=1, stderr=b"Traceback\nMemoryError\n"))
+    monkeypatch.setattr(startup.subprocess, "Popen", lambda args, **kw: FakeChild(
+        args, returncode=1 if args[-1] == "helpers" else 0, said=b"Traceback\nMemoryError\n", **kw))
     startup._prepare()
-    assert startup.ready() and "compiling in the server" in caplog.text and "MemoryError" in caplog.text
+    assert startup.ready() and "compiled in the server" in caplog.text
+    assert "helpers: MemoryError" in caplog.text and "passes:" not in caplog.text  # the one that failed, why
+
+
+def test_children_past_the_time_limit_are_stopped_and_reaped(monkeypatch, caplog):
+    real_popen, started = startup.subprocess.Popen, []
+
+    def slow(args, **kw):
+        started.append(real_popen([sys.executable, "-c", "import time; time.sleep(60)"], **kw))
+        return started[-1]
+
+    monkeypatch.setattr(startup, "COMPILE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(startup.subprocess, "Popen", slow)
+    begun = time.monotonic()
+    startup._compile_in_subprocesses()
+    assert time.monotonic() - begun < 10
+    assert len(started) == 2 and all(child.returncode is not None for child in started)  # killed and waited for
+    assert "passes: not done after 0.5 s" in caplog.text and "helpers: not done" in caplog.text
+
+
+def test_one_server_process_compiles_while_the_others_wait_for_it(monkeypatch):
+    """`--num-procs 2` on a fresh install: the second process waits for the first one's compile, then finds the
+    cache full and compiles nothing (four children on two cores would halve the speed of both)."""
+    import fcntl
+
+    cached = threading.Event()
+    monkeypatch.setattr(startup, "_done", threading.Event())
+    monkeypatch.setattr(startup, "_compiled_code_is_cached", cached.is_set)
+    monkeypatch.setattr(startup.subprocess, "Popen", lambda *a, **k: pytest.fail("compiled twice"))
+    lock_path = startup.Path(startup.tempfile.gettempdir()) / f"continuous-batching-compile-{os.getuid()}.lock"
+    with open(lock_path, "a+b") as held:  # another process's compile under way
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiting = threading.Thread(target=startup._prepare)
+        waiting.start()
+        time.sleep(0.6)
+        assert waiting.is_alive() and not startup.ready()  # waits for the lock
+        cached.set()  # the other process's compile is done
+        fcntl.flock(held, fcntl.LOCK_UN)
+    waiting.join(10)
+    assert startup.ready()
 
 
 def test_a_warm_cache_is_found_and_not_compiled_again(monkeypatch):

@@ -120,4 +120,3 @@ def test_an_unexpected_failure_inside_the_run_is_still_one_line(monkeypatch, cap
     assert live_main(tight_config(), args()) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "illegal memory access" in err and "Traceback" not in err
-
