@@ -18,9 +18,6 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _GIB = float(1 << 30)
 
 
-_NOT_INSTALLED = "torch is not installed on the server (pip install 'continuous-batching-explorable[live]')"
-
-
 def _build_without_import() -> tuple[str, str | None] | None:
     """(torch's version, its CUDA version or None) read from the installed torch/version.py without importing
     torch, or None where that cannot be read. Importing torch costs a page server about 2 s of CPU and 180 MB
@@ -53,14 +50,15 @@ def _build_without_import() -> tuple[str, str | None] | None:
 def live_available() -> tuple[bool, str]:
     """(True, device name) when torch sees a CUDA device; otherwise (False, why not)."""
     build = _build_without_import()
-    if build is not None and build[1] is None:
-        return False, f"this torch build ({build[0]}) has no CUDA support"
-    try:
-        import torch
-    except ImportError:
-        return False, _NOT_INSTALLED
-    if torch.version.cuda is None:
-        return False, f"this torch build ({torch.__version__}) has no CUDA support"
+    if build is None or build[1] is not None:  # unknown, or a CUDA build: only torch can say more
+        try:
+            import torch
+        except ImportError:
+            return False, "torch is not installed on the server (pip install 'continuous-batching-explorable[live]')"
+        build = (torch.__version__, torch.version.cuda)
+    version, cuda = build
+    if cuda is None:
+        return False, f"this torch build ({version}) has no CUDA support"
     if not torch.cuda.is_available():
         return False, "torch sees no CUDA device on the server"
     return True, torch.cuda.get_device_name(0)

@@ -16,7 +16,7 @@ def _fake_torch(root: Path, cuda: str | None) -> None:
     (package / "version.py").write_text(
         f"from typing import Optional\n__version__ = '9.9.9+test'\ncuda: Optional[str] = {cuda!r}\n")
     (package / "__init__.py").write_text(
-        "print('torch imported')\nfrom torch import version\n"
+        "print('torch imported')\nfrom torch import version\n__version__ = version.__version__\n"
         "class cuda:\n    is_available = staticmethod(lambda: False)\n")
 
 
