@@ -1,14 +1,14 @@
 """`panel serve app.py`: the continuous-batching explorable (one page per browser tab)."""
 import panel as pn
 
-from explorable import startup
+from explorable.page import startup
 
 startup.begin()  # first of all: on a fresh install, numba's compile starts in child processes at once
 
-from explorable.guard import protect  # noqa: E402
-from explorable.health import page_built  # noqa: E402
-from explorable.layout import TITLE, build_app, configure  # noqa: E402
-from explorable.long_lived import track  # noqa: E402
+from explorable.server.guard import protect  # noqa: E402
+from explorable.server.health import page_built  # noqa: E402
+from explorable.page.layout import TITLE, build_app, configure  # noqa: E402
+from explorable.server.long_lived import track  # noqa: E402
 
 configure()
 doc = pn.state.curdoc

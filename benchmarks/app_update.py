@@ -10,11 +10,11 @@ slots) it releases the --max-num-seqs slider at values not tried before and time
 Figures are medians and 95th percentiles over the releases.
 
 The last line times what a class costs per page: releases to states whose runs, curves and views' data
-another page has already computed (explorable.runs, explorable.view_data), so only the page's own work
+another page has already computed (explorable.state.runs, explorable.state.view_data), so only the page's own work
 remains -- the server time each of 60 pages releasing together waits for, one page after another.
 
 The PATCH-DOC message is encoded as the served app encodes it (arrays up to 64 KiB inline,
-explorable.inline_arrays); --binary-arrays encodes it as Bokeh alone would (one binary buffer per array).
+explorable.patches.inline_arrays); --binary-arrays encodes it as Bokeh alone would (one binary buffer per array).
 
     python benchmarks/app_update.py [--releases 30] [--binary-arrays] [--only-class]
 """
@@ -34,10 +34,11 @@ import param  # noqa: E402
 from bokeh.document import Document  # noqa: E402
 from bokeh.protocol import Protocol  # noqa: E402
 
-from explorable import inline_arrays, runs  # noqa: E402
-from explorable.curves import Curves  # noqa: E402
-from explorable.layout import build_app  # noqa: E402
-from explorable.traffic_curve import TrafficCurve  # noqa: E402
+from explorable.patches import inline_arrays
+from explorable.state import runs# noqa: E402
+from explorable.views.curves import Curves  # noqa: E402
+from explorable.page.layout import build_app  # noqa: E402
+from explorable.views.traffic_curve import TrafficCurve  # noqa: E402
 
 SCENARIOS = {
     "default (256 slots, 16 GiB)": ({}, 255),

@@ -13,7 +13,7 @@ from just before the click until the page has been quiet (no websocket frame) fo
 With --query, every change starts from that URL state (with traffic on: the latency readouts, the
 request-rate curve and lanes with arrivals update too, and all of the readouts are watched).
 Every figure is a median and a 95th percentile over --repeats changes of each kind (after one unmeasured
-warm-up change). Plots out of sight are painted when they come into sight (explorable.paint_fix): at 1280x800
+warm-up change). Plots out of sight are painted when they come into sight (explorable.patches.paint_fix): at 1280x800
 the window shows the controls, readouts and the top of the lanes; `--height 1400` puts every plot of the
 default page in sight, so each update paints them all. Goals on 2 cores: p95 <= 300 ms for every kind; browser work (TaskDuration) <= 150 ms
 per update (median).

@@ -63,7 +63,7 @@ def page_message():
     from bokeh.protocol import Protocol
     from panel.io.state import set_curdoc
 
-    from explorable.layout import build_app
+    from explorable.page.layout import build_app
 
     doc = Document()
     with set_curdoc(doc):
@@ -78,7 +78,7 @@ def in_process(builds: int = 0) -> dict:
     import gc
     import statistics
 
-    from explorable.layout import configure
+    from explorable.page.layout import configure
 
     configure()
     doc, text = page_message()  # also the first page of the process: imports and caches are warm after it

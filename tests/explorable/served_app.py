@@ -115,7 +115,7 @@ def readout(page, key: str):
 
 def full_page_screenshot(page, path: str) -> None:
     """A screenshot of the whole page with every plot drawn. The page paints a plot out of sight when it comes
-    into sight or is printed (explorable.paint_fix); a full-page capture is neither, so this says it prints,
+    into sight or is printed (explorable.patches.paint_fix); a full-page capture is neither, so this says it prints,
     in the page and in each of its frames (an embedded explorable), first."""
     for frame in page.frames:
         frame.evaluate("window.dispatchEvent(new Event('beforeprint'))")

@@ -1,4 +1,4 @@
-"""The curves' simulations run off the event loop (explorable.background): the latest request per page wins,
+"""The curves' simulations run off the event loop (explorable.state.background): the latest request per page wins,
 the result is handed to the page's own thread, and its simulation time is charged to the page then."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from explorable import background, runs
-from explorable.curves import Curves
-from explorable.state import ExplorableState
+from explorable.state import background, runs
+from explorable.views.curves import Curves
+from explorable.state.store import ExplorableState
 
 
 def wait_idle(timeout: float = 60.0) -> None:

@@ -11,10 +11,10 @@ import pytest
 from bokeh.document import Document
 from bokeh.protocol import Protocol
 
-from explorable import inline_arrays
-from explorable.curves import Curves
-from explorable.layout import build_app
-from explorable.time_grid import time_quantum
+from explorable.patches import inline_arrays
+from explorable.views.curves import Curves
+from explorable.page.layout import build_app
+from explorable.state.time_grid import time_quantum
 
 MAX_UPDATE_BYTES = 400_000
 
@@ -30,7 +30,7 @@ HEAVY = {
 
 
 def patch_bytes(events) -> int:
-    """The message as the served app sends it: small arrays inline (explorable.inline_arrays), large ones as
+    """The message as the served app sends it: small arrays inline (explorable.patches.inline_arrays), large ones as
     binary frames."""
     inline_arrays.install()  # what configure() does in a served process; idempotent
     message = Protocol().create("PATCH-DOC", events)

@@ -57,7 +57,7 @@ def lane_colour_pixels(page) -> dict[str, int]:
     Image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the chart's colours")
     import numpy as np
 
-    from explorable import palette
+    from explorable.views import palette
 
     page.wait_for_timeout(300)  # let the canvas repaint
     png = page.locator(".lane-chart canvas").first.screenshot()  # the lanes only: the legend is HTML above

@@ -1,4 +1,4 @@
-"""The compute budget (explorable.budget) on its own: pages as fake Bokeh documents, the clock as a number.
+"""The compute budget (explorable.server.budget) on its own: pages as fake Bokeh documents, the clock as a number.
 
 What a reader meets on a busy server: a page over its budget keeps its latest values waiting and is served
 them once; the waiting page that asked for least goes first; a page that went away is forgotten; simulations
@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from explorable import budget
+from explorable.server import budget
 
 
 class Clock:
@@ -73,7 +73,7 @@ NEW, VISITED = 0.25, budget.CHANGE_COST_S  # what a change to a new state, or a 
 
 
 def send(doc, key, value, cost, applied: list) -> bool:
-    """What explorable.guard does with one control change: apply it now, or hold it."""
+    """What explorable.server.guard does with one control change: apply it now, or hold it."""
     if budget.admit(doc, lambda: cost) is not None:
         budget.applied(doc, cost)
         applied.append((doc, [value]))

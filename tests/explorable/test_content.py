@@ -6,13 +6,13 @@ import re
 import panel as pn
 import pytest
 
-from explorable import logs_view
-from explorable.controls import DECLARED_STOPS, Controls
-from explorable.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
-from explorable.layout import build_app
-from explorable.logs_view import LogView, log_lines
-from explorable.state import CONTROLS, ExplorableState
-from explorable.url import apply_query
+from explorable.views import logs_view
+from explorable.views.controls import DECLARED_STOPS, Controls
+from explorable.views.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
+from explorable.page.layout import build_app
+from explorable.views.logs_view import LogView, log_lines
+from explorable.state.store import CONTROLS, ExplorableState
+from explorable.page.url import apply_query
 
 
 def shown_text(guide: Guide) -> str:

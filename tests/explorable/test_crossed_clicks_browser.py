@@ -1,4 +1,4 @@
-"""Two quick clicks whose messages cross the server's (explorable.crossed_changes), made certain by holding the
+"""Two quick clicks whose messages cross the server's (explorable.patches.crossed_changes), made certain by holding the
 page's websocket: the page ends lighting the step its controls are at, and the reader's last click wins.
 
 A real `panel serve app.py` and headless Chromium, the websocket routed through Playwright so that one direction
@@ -44,7 +44,7 @@ class Wire:
 
     def release_up_as_one_patch(self) -> None:
         """Send the held PATCH-DOC messages as one, their events in order: what the compute budget does with the
-        changes it held (explorable.budget.hold), and what Bokeh does when it reads two before Panel runs."""
+        changes it held (explorable.server.budget.hold), and what Bokeh does when it reads two before Panel runs."""
         messages = [self.up[i:i + 3] for i in range(0, len(self.up), 3)]  # header, metadata, content
         headers = [json.loads(header) for header, _metadata, _content in messages]
         assert [h["msgtype"] for h in headers] == ["PATCH-DOC"] * len(messages) and not any(

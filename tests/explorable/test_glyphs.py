@@ -1,4 +1,4 @@
-"""The page's glyphs come without the nonselection and muted copies nothing draws (explorable.glyphs)."""
+"""The page's glyphs come without the nonselection and muted copies nothing draws (explorable.views.glyphs)."""
 from __future__ import annotations
 
 import panel as pn
@@ -6,7 +6,7 @@ import pyviz_comms
 from bokeh.document import Document
 from bokeh.models import GlyphRenderer
 
-from explorable.layout import build_app
+from explorable.page.layout import build_app
 
 
 def test_every_glyph_of_the_page_has_no_unused_copies_and_the_lanes_keep_their_hover():

@@ -1,5 +1,5 @@
 """An update's small arrays go inside its PATCH-DOC message (base64, one websocket frame); a large one still
-goes as a binary frame of its own (explorable.inline_arrays)."""
+goes as a binary frame of its own (explorable.patches.inline_arrays)."""
 from __future__ import annotations
 
 import base64
@@ -11,7 +11,7 @@ from bokeh.document.events import ColumnDataChangedEvent
 from bokeh.models import ColumnDataSource
 from bokeh.protocol import Protocol
 
-from explorable import inline_arrays
+from explorable.patches import inline_arrays
 
 
 def _patch_buffers(**columns) -> tuple[list, dict]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine import Event, RunConfig, simulate
-from explorable.lanes import HOVER_JS, MAX_LISTED_TIMES, request_details
+from explorable.views.lanes import HOVER_JS, MAX_LISTED_TIMES, request_details
 from tests.explorable import served_app
 
 pytestmark = pytest.mark.browser

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine import Event, RunConfig, Workload, simulate
-from explorable import palette
-from explorable.lanes import (
+from explorable.views import palette
+from explorable.views.lanes import (
     MAX_LISTED_TIMES, THRASH_PREEMPTIONS, is_thrashing, lane_segments, request_details, state_counts, thin_segments,
 )
 

@@ -10,8 +10,8 @@ import types
 import pytest
 
 from engine import simulate
-from explorable.live import LivePanel
-from explorable.state import ExplorableState
+from explorable.views.live import LivePanel
+from explorable.state.store import ExplorableState
 
 
 def fake_executor(run_live):
@@ -143,7 +143,7 @@ def test_a_second_page_waits_its_turn_with_its_queue_position(with_executor):
 
 
 def test_a_full_queue_refuses_politely_and_starts_nothing(with_executor, monkeypatch):
-    from explorable import live as live_module
+    from explorable.views import live as live_module
 
     release = threading.Event()
     calls = []
@@ -181,9 +181,9 @@ def test_the_note_says_which_weights_the_gpu_runs(with_executor, monkeypatch):
 
 
 def test_a_measured_run_names_its_device_and_the_prediction_it_is_set_against(with_executor):
-    from explorable.lanes import LaneChart
-    from explorable.logs_view import LogView
-    from explorable.readouts import Readouts
+    from explorable.views.lanes import LaneChart
+    from explorable.views.logs_view import LogView
+    from explorable.views.readouts import Readouts
 
     def on_device(cfg, progress=None, cancel=None, **_):
         trace = measured_run(cfg, progress=progress)

@@ -1,5 +1,5 @@
 """The process's baseline is frozen out of garbage collection once, when no page is alive, and an ended page's
-reference cycles are collected first rather than frozen with it (explorable.long_lived)."""
+reference cycles are collected first rather than frozen with it (explorable.server.long_lived)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ import pytest
 from bokeh.document import Document
 from panel.io.document import _cleanup_doc
 
-from explorable import long_lived
+from explorable.server import long_lived
 
 
 class _Node:

@@ -1,4 +1,4 @@
-"""Plots out of sight are painted when they come into sight (explorable.paint_fix), in headless Chromium: a
+"""Plots out of sight are painted when they come into sight (explorable.patches.paint_fix), in headless Chromium: a
 click paints the plots on screen and none of those below it; scrolling one into view paints it before the
 frame that shows it, with the same pixels as a paint of its own; printing paints them all. On a course page
 the frame's plots wait for the parent page's scroll. With BokehJS's own methods put back, the same click

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from engine import Event, RunConfig, simulate
-from explorable import palette
-from explorable.guide import PREFIX_STEPS, Guide
-from explorable.lanes import lane_segments, legend_html, request_details
-from explorable.logs_view import LogView
-from explorable.readouts import Readouts
-from explorable.state import ExplorableState
-from explorable.url import apply_query, query_values
+from explorable.views import palette
+from explorable.views.guide import PREFIX_STEPS, Guide
+from explorable.views.lanes import lane_segments, legend_html, request_details
+from explorable.views.logs_view import LogView
+from explorable.views.readouts import Readouts
+from explorable.state.store import ExplorableState
+from explorable.page.url import apply_query, query_values
 
 
 def step_config(title: str, **changes) -> RunConfig:
@@ -103,7 +103,7 @@ def test_every_prefix_step_runs(title):
 
 
 def test_the_static_build_names_the_caching_controls_fixed_and_leaves_the_steps_out():
-    from explorable import static_page
+    from explorable.static_site import static_page
     page = static_page.build()
     c = page.app.views["controls"]
     drawn = set(page.doc.models)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from bokeh.models import Axis, Label
 
-from explorable import projector
-from explorable.layout import ExplorableApp
-from explorable.url import query_values
-from explorable.state import SLO_CONTROLS, ExplorableState
+from explorable.views import projector
+from explorable.page.layout import ExplorableApp
+from explorable.page.url import query_values
+from explorable.state.store import SLO_CONTROLS, ExplorableState
 
 
 @pytest.mark.parametrize("value,wanted", [("1", True), ("true", True), ("On", True), ("0", False), ("", False),

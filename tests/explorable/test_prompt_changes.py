@@ -1,11 +1,11 @@
 """Every click on a button group and every choice in a list or a box is applied at the next turn of the loop,
-not after Panel's 50 ms debounce (explorable.prompt_changes)."""
+not after Panel's 50 ms debounce (explorable.patches.prompt_changes)."""
 from __future__ import annotations
 
 import panel as pn
 
-from explorable.layout import build_app
-from explorable.prompt_changes import COMMITTED
+from explorable.page.layout import build_app
+from explorable.patches.prompt_changes import COMMITTED
 
 
 def test_every_committing_widget_of_the_page_answers_at_once():
@@ -23,7 +23,7 @@ def test_every_committing_widget_of_the_page_answers_at_once():
 
 def test_every_committing_widget_of_the_page_settles_crossed_changes():
     """Each keeps a reader's queued change over the server's and re-sends its value after a reader's
-    (explorable.crossed_changes; tests/explorable/test_crossed_clicks_browser.py shows both on a real page)."""
+    (explorable.patches.crossed_changes; tests/explorable/test_crossed_clicks_browser.py shows both on a real page)."""
     app = build_app(sync=False)
     widgets = [w for w in pn.panel(app).select(pn.widgets.Widget) if type(w) in COMMITTED]
     unsettled = [(type(w).__name__, w.css_classes) for w in widgets if "_update_model" not in vars(w)]

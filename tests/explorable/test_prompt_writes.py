@@ -1,5 +1,5 @@
 """A Bokeh message to a page's websocket is handed to the socket whole, in one go, and its write lock is free
-while the socket takes it, so Panel can write the page's update at once (explorable.prompt_writes)."""
+while the socket takes it, so Panel can write the page's update at once (explorable.patches.prompt_writes)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +14,7 @@ from bokeh.protocol.message import Message
 from bokeh.server.views.ws import WSHandler
 from tornado.locks import Lock
 
-from explorable import inline_arrays, prompt_writes
+from explorable.patches import inline_arrays, prompt_writes
 
 
 class _Socket:
@@ -54,7 +54,7 @@ def _message_with_a_buffer() -> Message:
     doc = Document()
     source = ColumnDataSource(data={"x": np.arange(3.0)})
     doc.add_root(source)
-    # Larger than what explorable.inline_arrays puts inside the message (installed or not): a binary buffer.
+    # Larger than what explorable.patches.inline_arrays puts inside the message (installed or not): a binary buffer.
     source.data = {"x": np.arange(2.0 * inline_arrays.LIMIT / 8)}
     return Protocol().create("PATCH-DOC", [ColumnDataChangedEvent(doc, source, "data")])
 

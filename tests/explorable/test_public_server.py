@@ -32,7 +32,7 @@ websockets = pytest.importorskip("websockets.asyncio.client", reason="the websoc
 
 UNCREATABLE = "/dev/null/x"  # a path under a regular file: no one can create it
 SECRET = secrets.token_urlsafe(32)
-BROKEN_APP = "from explorable.layout import configure\nconfigure()\nraise RuntimeError('this page cannot be built')\n"
+BROKEN_APP = "from explorable.page.layout import configure\nconfigure()\nraise RuntimeError('this page cannot be built')\n"
 
 
 def locked_down_env(tree: Path, tmp: Path) -> dict:

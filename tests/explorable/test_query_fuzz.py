@@ -5,7 +5,7 @@ unknown names, many at once -- the page must end in a valid, runnable configurat
 standard summary), say which value it refused, and never raise. Settings the engine refuses (a pool too
 small for what reserve mode must set aside) keep the last good run and say why.
 
-The link path the served page really takes (`explorable.url.sync_url` on a Panel `Location`) is fuzzed
+The link path the served page really takes (`explorable.page.url.sync_url` on a Panel `Location`) is fuzzed
 too: Panel's own query parser and `Location.sync` used to let refused values back in (blank pages).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from panel.io.location import Location
 
-from explorable import runs
-from explorable.state import CONTROLS, ExplorableState
-from explorable.url import apply_query
+from explorable.state import runs
+from explorable.state.store import CONTROLS, ExplorableState
+from explorable.page.url import apply_query
 
 SUMMARY_KEYS = {
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
@@ -76,7 +76,7 @@ name = st.one_of(st.sampled_from(CONTROLS), st.text(max_size=20), st.sampled_fro
 query = st.dictionaries(name, raw_value, max_size=14)
 
 
-# -- the oracle: what a link value should become, written independently of explorable.state ----------------
+# -- the oracle: what a link value should become, written independently of explorable.state.store ----------------
 INVALID = object()
 
 
@@ -193,10 +193,10 @@ def test_an_integer_past_float_range_is_refused_with_a_notice(control):
 
 # -- the link path of the served page: Location.query_params -> apply_query -> Location.sync ---------------
 def served_link(search: str) -> ExplorableState:
-    """A fresh page's state after explorable.url.sync_url has read this address-bar query."""
+    """A fresh page's state after explorable.page.url.sync_url has read this address-bar query."""
     import panel as pn
 
-    from explorable.url import sync_url
+    from explorable.page.url import sync_url
 
     state = ExplorableState()
     saved, pn.state._location = pn.state._location, Location(search=search)  # what pn.state.location returns
@@ -306,7 +306,7 @@ def test_param_takes_true_as_the_number_1_and_the_engine_then_refuses_it(control
 @pytest.mark.parametrize("search, seqs", [("?max_num_seqs=64?utm_source=lms", 64), ("??", 256),
                                           ("?utm_source=lms?max_num_seqs=32", 32)])
 def test_a_second_question_mark_is_read_as_an_ampersand_with_a_notice(search, seqs):
-    from explorable.links import SECOND_QUESTION_MARK_NOTICE
+    from explorable.page.links import SECOND_QUESTION_MARK_NOTICE
 
     state = served_link(search)
     assert_valid_and_runnable(state)
@@ -325,7 +325,7 @@ def test_a_link_value_between_steps_is_snapped_with_a_notice():
 @given(st.text(alphabet="?#&=/:%abc019[]", max_size=40), st.sampled_from([None, "localhost:5006", "[::1]:5006",
                                                                          "a:b:c", "example.edu"]))
 def test_panel_reads_any_request_uri_without_raising(uri, host):
-    from explorable.links import tolerant_location_params
+    from explorable.page.links import tolerant_location_params
 
     params = tolerant_location_params("http", host, "/app" + uri)
     assert params.get("pathname", "/app").startswith("/app")

@@ -1,4 +1,4 @@
-"""What a click makes BokehJS lay out again, in headless Chromium (explorable.paint_fix): a plot whose axis labels
+"""What a click makes BokehJS lay out again, in headless Chromium (explorable.patches.paint_fix): a plot whose axis labels
 changed width places its own inside only, and a layout that only changed height is left to CSS, so a click
 lays out the whole page no more; with BokehJS's own methods put back, the same clicks do."""
 from __future__ import annotations

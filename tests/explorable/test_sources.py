@@ -1,4 +1,4 @@
-"""A chart's data is sent to the browser only when it changed (explorable.sources): Bokeh sends every
+"""A chart's data is sent to the browser only when it changed (explorable.views.sources): Bokeh sends every
 assignment to a source in a document, equal or not."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource
 
-from explorable.sources import same_column, set_data
+from explorable.views.sources import same_column, set_data
 
 
 def _sent(source: ColumnDataSource) -> list[str]:
@@ -24,7 +24,7 @@ def test_bokeh_itself_sends_an_equal_assignment_and_set_data_does_not():
     source = ColumnDataSource({"x": np.arange(5.0), "y": np.array([1.0, math.nan, 3.0, 4.0, 5.0])})
     sent = _sent(source)
     source.data = {"x": np.arange(5.0), "y": np.array([1.0, math.nan, 3.0, 4.0, 5.0])}
-    assert sent == ["ColumnDataChangedEvent"]  # why explorable.sources exists
+    assert sent == ["ColumnDataChangedEvent"]  # why explorable.views.sources exists
     equal = {"x": np.arange(5.0), "y": np.array([1.0, math.nan, 3.0, 4.0, 5.0])}  # new arrays, NaN where it was
     assert set_data(source, equal) is False
     assert sent == ["ColumnDataChangedEvent"]
@@ -51,8 +51,8 @@ def test_set_data_sends_any_change_of_value_kind_shape_or_columns():
 def test_a_click_along_a_curves_own_control_sends_only_its_point():
     """The --max-num-seqs curve around the other settings is the same at 64 and 256: only the current point
     and its marker move, drawn on the overlay canvas, so the plot's curve, axes and grid are not painted again."""
-    from explorable.curves import Curves
-    from explorable.state import ExplorableState
+    from explorable.views.curves import Curves
+    from explorable.state.store import ExplorableState
 
     state = ExplorableState()
     curves = Curves(state=state)

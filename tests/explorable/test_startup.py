@@ -12,7 +12,7 @@ import pytest
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 
-from explorable import startup
+from explorable.page import startup
 
 
 class FakeCallback:
@@ -78,7 +78,7 @@ def test_panels_warm_up_waits_for_the_simulator_so_the_server_listens_ready(prep
 
 def test_preparing_compiles_the_core_and_caches_the_default_run(monkeypatch):
     from engine import RunConfig
-    from explorable import runs
+    from explorable.state import runs
 
     monkeypatch.setattr(startup, "_done", threading.Event())
     runs.run.cache_clear()
@@ -114,7 +114,7 @@ def test_a_cold_cache_is_compiled_in_two_child_processes_at_once_then_loaded_her
     """numba's compiler holds the GIL for seconds: with nothing cached, child processes compile (the server
     keeps answering pages meanwhile), the two parts side by side, and the server loads the result."""
     from engine.precompile import PARTS
-    from explorable import runs
+    from explorable.state import runs
 
     monkeypatch.setattr(FakeChild, "started", [])
     monkeypatch.setattr(FakeChild, "events", [])
@@ -179,7 +179,7 @@ def test_one_server_process_compiles_while_the_others_wait_for_it(monkeypatch):
 
 
 def test_a_warm_cache_is_found_and_not_compiled_again(monkeypatch):
-    from explorable import runs
+    from explorable.state import runs
 
     runs.warm()  # this process's core is compiled and cached on disk by now
     assert startup._compiled_code_is_cached()

@@ -7,8 +7,8 @@ import pytest
 from panel.io.location import Location
 
 from engine import RunConfig, simulate
-from explorable.state import CONTROLS, ExplorableState
-from explorable.url import apply_query, parse_control
+from explorable.state.store import CONTROLS, ExplorableState
+from explorable.page.url import apply_query, parse_control
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from engine import RunConfig, simulate
-from explorable import export, static_data, static_page
-from explorable.state import ExplorableState
-from explorable.url import _as_config_fields
+from explorable.static_site import export, static_data, static_page
+from explorable.state.store import ExplorableState
+from explorable.page.url import _as_config_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]

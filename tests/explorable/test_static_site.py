@@ -22,9 +22,9 @@ import pytest
 import test_layout_browser as layout_checks  # the served app's layout checks, run on the static page
 
 from engine import RunConfig, simulate
-from explorable.guide import STEPS, step_settings
-from explorable.state import ExplorableState
-from explorable.url import _as_config_fields
+from explorable.views.guide import STEPS, step_settings
+from explorable.state.store import ExplorableState
+from explorable.page.url import _as_config_fields
 from tests.explorable import served_app
 from tests.explorable.served_app import ARTIFACTS, ROOT, full_page_screenshot
 

@@ -67,7 +67,7 @@ def test_a_link_sets_the_rate_and_the_slo_targets_and_goodput_follows_them(serve
 def test_an_update_with_traffic_on_restyles_far_less_than_bokeh_would_alone(server, browser):
     """BokehJS rewrites every renderer's position <style> at each paint, moved or not, and each renderer then
     reads its style back: one style recalculation per axis, grid, glyph and span of seven plots. The page keeps
-    a sheet whose text is unchanged (explorable.paint_fix); the same clicks with BokehJS's own method put back
+    a sheet whose text is unchanged (explorable.patches.paint_fix); the same clicks with BokehJS's own method put back
     must cost more than twice the recalculations. (A window tall enough for every plot: plots out of sight are
     not painted until they come into sight.)"""
     context, page, errors = new_page(browser, 1280, 3200)

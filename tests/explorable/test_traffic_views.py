@@ -4,14 +4,14 @@ import pytest
 
 from engine import Event, RunConfig, simulate
 from engine.latency import good_requests
-from explorable.guide import TRAFFIC_STEPS, Guide
-from explorable.lanes import lane_segments, request_details
-from explorable.readouts import Readouts
-from explorable.state import ExplorableState
-from explorable.traffic_curve import rate_curve
-from explorable.url import apply_query, query_values
+from explorable.views.guide import TRAFFIC_STEPS, Guide
+from explorable.views.lanes import lane_segments, request_details
+from explorable.views.readouts import Readouts
+from explorable.state.store import ExplorableState
+from explorable.views.traffic_curve import rate_curve
+from explorable.page.url import apply_query, query_values
 from engine.rate_sweep import NUM_POINTS
-from explorable import palette
+from explorable.views import palette
 
 
 def step_config(title: str) -> RunConfig:
@@ -112,8 +112,8 @@ def test_every_traffic_step_runs(title):
 def test_the_rate_curve_is_built_when_traffic_first_arrives(on_projector):
     from bokeh.models import Axis
 
-    from explorable import projector
-    from explorable.layout import ExplorableApp
+    from explorable.views import projector
+    from explorable.page.layout import ExplorableApp
 
     state = ExplorableState()
     curve = ExplorableApp(state=state, projector=on_projector).views["traffic_curve"]

@@ -11,9 +11,9 @@ import panel as pn
 import pytest
 from bokeh.document import Document
 
-from explorable.curves import Curves
-from explorable.guide import STEPS
-from explorable.layout import build_app
+from explorable.views.curves import Curves
+from explorable.views.guide import STEPS
+from explorable.page.layout import build_app
 
 REBUILDS = {"css_classes", "button_type", "stylesheets", "button_style", "sizing_mode", "children"}
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from engine import RunConfig
-from explorable import runs, view_data
-from explorable.bounded_cache import BoundedCache
-from explorable.lanes import lane_view_data
-from explorable.layout import build_app
+from explorable.state import runs, view_data
+from explorable.state.bounded_cache import BoundedCache
+from explorable.views.lanes import lane_view_data
+from explorable.page.layout import build_app
 
 
 @pytest.fixture(autouse=True)

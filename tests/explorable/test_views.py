@@ -13,16 +13,16 @@ from bokeh.document import Document
 
 from engine import RunConfig, simulate
 from engine.logs import periodic_log_line, startup_log_line
-from explorable import runs
-from explorable.curves import SEQ_SWEEP, sweep
-from explorable.guide import STEPS, matching_step, step_settings
-from explorable.layout import build_app
-from explorable.lanes import lane_segments
-from explorable.live import GpuQueue, live_status
-from explorable.logs_view import log_lines
-from explorable.readouts import readouts
-from explorable.state import ExplorableState
-from explorable.time_grid import time_quantum
+from explorable.state import runs
+from explorable.views.curves import SEQ_SWEEP, sweep
+from explorable.views.guide import STEPS, matching_step, step_settings
+from explorable.page.layout import build_app
+from explorable.views.lanes import lane_segments
+from explorable.views.live import GpuQueue, live_status
+from explorable.views.logs_view import log_lines
+from explorable.views.readouts import readouts
+from explorable.state.store import ExplorableState
+from explorable.state.time_grid import time_quantum
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_the_cap_line_leaves_the_strip_when_it_would_flatten_the_batch(app):
 
 
 def test_strips_keep_peaks_when_a_long_run_is_reduced():
-    from explorable.strips import MAX_POINTS, step_series
+    from explorable.views.strips import MAX_POINTS, step_series
 
     trace = simulate(RunConfig(max_num_seqs=1))  # 65,536 passes
     series = step_series(trace.pass_start, trace.pass_end, trace.n_seqs)
@@ -116,8 +116,8 @@ def step_line(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def test_strips_leave_out_only_steps_that_draw_nothing_and_keep_a_pixel_grid():
-    from explorable.strips import KV_QUANTUM, step_series
-    from explorable.time_grid import snap
+    from explorable.views.strips import KV_QUANTUM, step_series
+    from explorable.state.time_grid import snap
 
     trace = simulate(RunConfig(pool_gib=2.0, max_num_seqs=512))  # the memory wall: a full cache for long stretches
     quantum = time_quantum(trace.makespan_s)
@@ -216,7 +216,7 @@ def test_choosing_a_step_sets_every_control(app):
 def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
     """At the first step "previous" (at the last, "next") is greyed and takes no pointer: a style, because a
     `disabled` change makes BokehJS rebuild the button and lay out the whole page again."""
-    from explorable.assets import END_OF_WALK_STYLES
+    from explorable.page.assets import END_OF_WALK_STYLES
 
     guide = app.views["guide"]
     ends = lambda: (guide.prev.styles == END_OF_WALK_STYLES, guide.next.styles == END_OF_WALK_STYLES)  # noqa: E731

@@ -3,7 +3,7 @@
 No Panel here. The controls are parameters (bounds and labels declared once, widgets generated from them,
 the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
 the previous summary kept for the readouts' deltas. A setting the engine refuses never raises: it becomes
-`run_error` and the last good run stays on screen. Links are read and written in `explorable.url`.
+`run_error` and the last good run stays on screen. Links are read and written in `explorable.page.url`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import param
 from engine import RunConfig, Trace
 from engine.settings import SETTINGS
 from engine.config import pool_beyond_gpu
-from explorable import runs
+from explorable.state import runs
 
 # Every control, in the order the sidebar and the URL list them. Names are RunConfig's (and vLLM's).
 CONTROLS = (

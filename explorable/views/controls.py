@@ -12,10 +12,10 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from explorable.assets import INACTIVE_STYLES, stylesheet, toggled_styles
-from explorable.crossed_changes import settle_crossings
-from explorable.prompt_changes import answer_at_once
-from explorable.state import PRODUCTION_NAMES, ExplorableState
+from explorable.page.assets import INACTIVE_STYLES, stylesheet, toggled_styles
+from explorable.patches.crossed_changes import settle_crossings
+from explorable.patches.prompt_changes import answer_at_once
+from explorable.state.store import PRODUCTION_NAMES, ExplorableState
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
 SEQ_STOPS = (1, 8, 32, 64, 128, 256, 512)

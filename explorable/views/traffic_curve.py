@@ -18,13 +18,14 @@ from bokeh.plotting import figure
 
 from engine import RunConfig
 from engine.rate_sweep import default_rates, sweep_rates
-from explorable import palette, projector, runs
-from explorable.assets import stylesheet
-from explorable.curves import style_axes
-from explorable.glyphs import without_unused_variants
-from explorable.lanes import BACKEND
-from explorable.sources import set_data
-from explorable.state import ExplorableState
+from explorable.views import palette, projector
+from explorable.state import runs
+from explorable.page.assets import stylesheet
+from explorable.views.curves import style_axes
+from explorable.views.glyphs import without_unused_variants
+from explorable.views.lanes import BACKEND
+from explorable.views.sources import set_data
+from explorable.state.store import ExplorableState
 
 MAX_SWEEPS = 128
 _SWEEPS: OrderedDict[RunConfig, dict[str, np.ndarray]] = OrderedDict()
@@ -113,7 +114,7 @@ class TrafficCurve(pn.viewable.Viewer):
         fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),
                                                             ("served", "@served{0.00} req/s"),
                                                             ("output", "@tok_s{0,0} tok/s")]))
-        # Markers on the overlay canvas (as explorable.curves): moving one alone paints no curve again.
+        # Markers on the overlay canvas (as explorable.views.curves): moving one alone paints no curve again.
         self.served_marker = Span(location=1, dimension="height", line_color=palette.CURRENT, line_dash="dotted",
                                   level="overlay")
         fig.add_layout(self.served_marker)

@@ -8,7 +8,7 @@ a radio group or a checkbox, a button click, the card's fold, the zoom of a time
 location; from a widget that is enabled and visible; of the JSON type that property takes; snapped to the
 slider's step. Everything else is dropped, counted, and reported in one rate-limited log line that names
 kinds and properties, never values. A change to a control goes through the page's compute budget
-(explorable.budget): applied now, or held (the latest value of each control) until it is the page's turn.
+(explorable.server.budget): applied now, or held (the latest value of each control) until it is the page's turn.
 """
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
 from engine import rate_sweep
-from explorable import background, budget, runs, traffic_curve
-from explorable.state import FLOAT_CONTROLS
+from explorable.state import background, runs
+from explorable.server import budget
+from explorable.views import traffic_curve
+from explorable.state.store import FLOAT_CONTROLS
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +207,7 @@ def _budget_key(doc: Document, event: dict) -> Any | None:
 def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     """What applying these control changes will cost the server's event loop (s): Panel's processing, and
     a simulation for a new run. The new points of the two curves are simulated off the loop
-    (explorable.background) and charged to the page when they are drawn (`budget.meter_background`).
+    (explorable.state.background) and charged to the page when they are drawn (`budget.meter_background`).
     Only slider changes are followed: buttons, selections and toggles lead to a few states each, visited
     soon by everyone."""
     if all(event.get("attr") == "value" for _key, event in changes):
@@ -220,7 +222,7 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
         model = doc.get_model_by_id(event["model"]["id"])
         for css in getattr(model, "css_classes", None) or []:
             if css.startswith("ctl-") and css[4:] in values:
-                # The request-rate slider moves log2 of the rate (explorable.controls.log_rate_slider).
+                # The request-rate slider moves log2 of the rate (explorable.views.controls.log_rate_slider).
                 new = 2 ** event["new"] if css == "ctl-request_rate" else event["new"]
                 values[css[4:]], moved = new, True
     if not moved:

@@ -4,14 +4,14 @@ What a page makes the server do starts with a control change its browser sends (
 or guided step clicked): Panel processes it (20-30 ms for this page) and the state runs the engine
 (a simulation for the run when the state is new; its new curve points run off the loop). Each session has a token bucket
 of CPU seconds (`SESSION_*`), the server has one (`SERVER_*`), refilled slower than one core so that page
-opens and websocket traffic keep their room, and pages that keep asking share a smaller one (`HEAVY_*`). explorable.guard asks `admit(doc, cost)` for each patch that
+opens and websocket traffic keep their room, and pages that keep asking share a smaller one (`HEAVY_*`). explorable.server.guard asks `admit(doc, cost)` for each patch that
 changes a control: it is applied at once while both buckets hold tokens and no waiting page comes first.
 Otherwise `hold` keeps it, merged with what the page already had waiting (the latest value of each control
 wins), the page shows one notice, and its changes are applied when it is its turn. Turns go to the waiting
 page that has asked for least lately (the cost of what it sent over the last DEMAND_TAU_S, served or not):
 a reader moving between visited states goes before a page that keeps asking for new ones, and a flooding
 page waits behind everyone else, then is served its latest values once. A change is charged in advance
-(`change_cost`); the simulations explorable.runs reports beyond what was paid in advance are charged as
+(`change_cost`); the simulations explorable.state.runs reports beyond what was paid in advance are charged as
 measured (wall time: what other pages wait for); a bucket may go below zero by one change's cost.
 
 State is kept per Bokeh document, weakly, and holds nothing that holds the document except while changes
@@ -30,17 +30,17 @@ from typing import Any
 
 import panel as pn
 
-from explorable import runs
+from explorable.state import runs
 
 # Panel's processing of one control change on this page, before any simulation: 20-30 ms (cProfile showed
 # 20-60 ms with its own overhead, on the shared 2-core machine). It also sets how fast a page that keeps
 # sending while it waits becomes heavy (HEAVY_DEMAND_S): tuned together with benchmarks/attack.py.
 CHANGE_COST_S = 0.03
 DRAG_COST_S = 0.005  # a slider's value while it is dragged (it runs nothing until released)
-# A state nobody has asked for also runs the engine: the run, on the event loop, which explorable.guard
+# A state nobody has asked for also runs the engine: the run, on the event loop, which explorable.server.guard
 # estimates (`guard.change_cost`) and is charged in advance, so that twenty pages asking at once cannot all
 # be let in before their simulations are counted; and each new point of the two curves (up to ~30
-# simulations, 0.05-0.3 s) on a worker thread (explorable.background), charged to the page alone when drawn
+# simulations, 0.05-0.3 s) on a worker thread (explorable.state.background), charged to the page alone when drawn
 # (`meter_background`): they keep no other page's release waiting.
 # A page alone may use a quarter of a core for as long as it likes, in bursts of a second: a reader
 # releasing a slider at new states every second or two stays inside it.
@@ -236,7 +236,7 @@ def _notice(session: Session, waiting: bool) -> None:
 
 
 def meter(seconds: float) -> None:
-    """explorable.runs reports each simulation it ran (a cache miss): charge it to the page that asked."""
+    """explorable.state.runs reports each simulation it ran (a cache miss): charge it to the page that asked."""
     doc = pn.state.curdoc
     if doc is None or doc.session_context is None:
         SERVER.charge(seconds)
@@ -248,7 +248,7 @@ def meter(seconds: float) -> None:
 
 
 def meter_background(seconds: float) -> None:
-    """Simulations run for this page off the event loop (the curves, explorable.background), reported from
+    """Simulations run for this page off the event loop (the curves, explorable.state.background), reported from
     the page's thread when they are drawn: its own bucket pays them; the server's does not, since they
     kept no other page waiting (the loop answered them meanwhile)."""
     doc = pn.state.curdoc
@@ -259,11 +259,11 @@ def meter_background(seconds: float) -> None:
     session.prepaid -= paid
     # At most down to one change's cost below zero, as for a change: they arrive late (after the page's next
     # changes may have been admitted), and a page sending many changes has one sweep waiting at most
-    # (explorable.background), so charging every one in full would hold its latest value for many seconds.
+    # (explorable.state.background), so charging every one in full would hold its latest value for many seconds.
     session.bucket.charge(min(seconds - paid, max(0.0, session.bucket.level() + CHANGE_COST_S)))
 
 
 def install() -> None:
-    """Have explorable.runs report its simulations here (idempotent)."""
+    """Have explorable.state.runs report its simulations here (idempotent)."""
     runs.meter = meter
     runs.background_meter = meter_background

@@ -18,7 +18,7 @@ from __future__ import annotations
 import panel as pn
 from bokeh.document.events import ModelChangedEvent
 
-from explorable.prompt_changes import committed_property
+from explorable.patches.prompt_changes import committed_property
 
 
 def settle_crossings(*widgets: pn.widgets.Widget) -> None:

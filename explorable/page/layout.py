@@ -2,7 +2,7 @@
 with its strips, the curves and the log terminal; and ties the controls to the page's URL.
 
 `build_app()` makes everything per page (Bokeh models belong to one document); runs are shared through
-`explorable.runs`' caches. `configure()` is the once-per-process part: Panel's extension and warm-up.
+`explorable.state.runs`' caches. `configure()` is the once-per-process part: Panel's extension and warm-up.
 """
 from __future__ import annotations
 
@@ -13,22 +13,24 @@ import panel as pn
 import param
 from panel.reactive import Syncable
 
-from explorable import (
-    background, budget, health, inline_arrays, links, log_limits, projector, prompt_writes, startup, url,
-)
-from explorable.assets import logo_svg, stylesheet, stylesheet_css
-from explorable.controls import Controls
-from explorable.curves import Curves
-from explorable.guide import PREFIX_STEPS, TRAFFIC_STEPS, Guide
-from explorable.lanes import LaneChart
-from explorable.live import LivePanel
-from explorable.logs_view import LogView
-from explorable.paint_fix import same_sheet_kept
-from explorable.readouts import Readouts
-from explorable.traffic_curve import TrafficCurve
-from explorable.state import ExplorableState
-from explorable.strips import Strips
-from explorable.text_pane import TextHTML
+from explorable.state import background
+from explorable.server import budget, health, log_limits
+from explorable.patches import inline_arrays, prompt_writes
+from explorable.page import links, startup, url
+from explorable.views import projector
+from explorable.page.assets import logo_svg, stylesheet, stylesheet_css
+from explorable.views.controls import Controls
+from explorable.views.curves import Curves
+from explorable.views.guide import PREFIX_STEPS, TRAFFIC_STEPS, Guide
+from explorable.views.lanes import LaneChart
+from explorable.views.live import LivePanel
+from explorable.views.logs_view import LogView
+from explorable.patches.paint_fix import same_sheet_kept
+from explorable.views.readouts import Readouts
+from explorable.views.traffic_curve import TrafficCurve
+from explorable.state.store import ExplorableState
+from explorable.views.strips import Strips
+from explorable.views.text_pane import TextHTML
 
 TITLE = "Continuous batching is not a bigger batch"
 LEDE = (
@@ -81,7 +83,7 @@ def configure() -> None:
         notifications=True, reconnect=True,
         global_css=[stylesheet_css()], disconnect_notification="", ready_notification="",
     )
-    startup.begin()  # numba's compile and the default runs, in the background (explorable.startup)
+    startup.begin()  # numba's compile and the default runs, in the background (explorable.page.startup)
 
 
 class Notices(pn.viewable.Viewer):

@@ -18,11 +18,12 @@ from bokeh.plotting import figure
 from panel.io.state import set_curdoc
 
 from engine import RunConfig
-from explorable import background, palette, runs
-from explorable.glyphs import without_unused_variants
-from explorable.lanes import BACKEND
-from explorable.sources import set_data
-from explorable.state import ExplorableState
+from explorable.state import background, runs
+from explorable.views import palette
+from explorable.views.glyphs import without_unused_variants
+from explorable.views.lanes import BACKEND
+from explorable.views.sources import set_data
+from explorable.state.store import ExplorableState
 
 # The article walks these values; the rest fill the curve in on a log scale.
 SEQ_SWEEP = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -170,7 +171,7 @@ class Curves(pn.viewable.Viewer):
 
     def _schedule(self, *_):
         # The curves may need up to ~30 uncached runs. Served, they are simulated on a worker thread
-        # (explorable.background) while the lanes and readouts go out and the event loop answers other
+        # (explorable.state.background) while the lanes and readouts go out and the event loop answers other
         # pages; they are drawn when ready. Outside a server they are drawn at once. Curves someone has
         # drawn before cost nothing: they go out with the rest of the update.
         cfg = self.state.config
@@ -189,7 +190,7 @@ class Curves(pn.viewable.Viewer):
 
     def _deliver(self, cfg: RunConfig, _result: None, simulated_s: float) -> None:
         """On the page's thread, once the sweeps around `cfg` are known: charge their simulations to the
-        page (explorable.budget, through runs.background_meter) and draw them unless the page has moved on."""
+        page (explorable.server.budget, through runs.background_meter) and draw them unless the page has moved on."""
         if runs.background_meter is not None and simulated_s:
             runs.background_meter(simulated_s)
         if self.state.config == cfg:

@@ -14,13 +14,13 @@ from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d,
 from bokeh.plotting import figure
 
 from engine import Trace
-from explorable import palette
-from explorable.glyphs import without_unused_variants
-from explorable.lanes import BACKEND
-from explorable.sources import set_data
-from explorable.state import ExplorableState
-from explorable.time_grid import snap, time_quantum
-from explorable.view_data import derived
+from explorable.views import palette
+from explorable.views.glyphs import without_unused_variants
+from explorable.views.lanes import BACKEND
+from explorable.views.sources import set_data
+from explorable.state.store import ExplorableState
+from explorable.state.time_grid import snap, time_quantum
+from explorable.state.view_data import derived
 
 MAX_POINTS = 2000
 KV_QUANTUM = 2.0**-10  # cache usage (0..1) in steps of 1/1,024: a 130 px strip draws 1/130

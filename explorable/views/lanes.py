@@ -21,14 +21,15 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from engine import Event, Trace
-from explorable import palette, runs
-from explorable.assets import stylesheet
-from explorable.glyphs import without_unused_variants
-from explorable.sources import set_data
-from explorable.state import ExplorableState
-from explorable.text_pane import TextHTML
-from explorable.time_grid import snap, time_quantum
-from explorable.view_data import derived
+from explorable.views import palette
+from explorable.state import runs
+from explorable.page.assets import stylesheet
+from explorable.views.glyphs import without_unused_variants
+from explorable.views.sources import set_data
+from explorable.state.store import ExplorableState
+from explorable.views.text_pane import TextHTML
+from explorable.state.time_grid import snap, time_quantum
+from explorable.state.view_data import derived
 
 # A request evicted this many times is thrashing; so is a run that evicts this many sequences for every
 # one its batch ever held at once (its whole resident set replaced by eviction three times over).

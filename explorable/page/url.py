@@ -17,10 +17,11 @@ import panel.io.location as panel_location
 import param
 
 from engine.settings import parse_bool
-from explorable import links, runs
-from explorable.assets import stylesheet
-from explorable.state import CONTROLS, FLOAT_CONTROLS, SLO_CONTROLS, ExplorableState
-from explorable.text_pane import TextHTML
+from explorable.page import links
+from explorable.state import runs
+from explorable.page.assets import stylesheet
+from explorable.state.store import CONTROLS, FLOAT_CONTROLS, SLO_CONTROLS, ExplorableState
+from explorable.views.text_pane import TextHTML
 
 _panel_parse_query = panel_location.parse_query
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.assets import END_OF_WALK_STYLES, set_styles, stylesheet
-from explorable.crossed_changes import settle_crossings
-from explorable.prompt_changes import answer_at_once
-from explorable.state import CONTROLS, ExplorableState
-from explorable.text_pane import TextHTML
+from explorable.page.assets import END_OF_WALK_STYLES, set_styles, stylesheet
+from explorable.patches.crossed_changes import settle_crossings
+from explorable.patches.prompt_changes import answer_at_once
+from explorable.state.store import CONTROLS, ExplorableState
+from explorable.views.text_pane import TextHTML
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
-        # At an end the button is greyed, not disabled (explorable.assets.END_OF_WALK_STYLES): a key press on it
+        # At an end the button is greyed, not disabled (explorable.page.assets.END_OF_WALK_STYLES): a key press on it
         # must change nothing, not put the current step's settings back over what the reader has moved.
         self.prev.on_click(lambda _e: self.chosen > 0 and self.go(self.chosen - 1))
         self.next.on_click(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1))

@@ -18,11 +18,11 @@ from bokeh.models import Axis, ColumnDataSource, CustomJS, FixedTicker, Label, M
 from panel.io.state import set_curdoc
 from pyviz_comms import Comm
 
-from explorable import controls as controls_module
-from explorable.url import share_html
-from explorable.guide import STEPS, step_settings
-from explorable.layout import ExplorableApp, configure
-from explorable.state import ExplorableState
+from explorable.views import controls as controls_module
+from explorable.page.url import share_html
+from explorable.views.guide import STEPS, step_settings
+from explorable.page.layout import ExplorableApp, configure
+from explorable.state.store import ExplorableState
 
 # The static build's stops: finer pool stops than the served sidebar's, since a reader of the static page
 # can reach only the stops (its sliders snap to them).
@@ -91,7 +91,7 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     configure()
     doc = Document()
     # Built as the page's current document, as a served session is: every component then shares one
-    # stylesheet model (explorable.assets), so the shell carries the CSS once instead of once per component.
+    # stylesheet model (explorable.page.assets), so the shell carries the CSS once instead of once per component.
     with set_curdoc(doc):
         state = ExplorableState()
         app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)

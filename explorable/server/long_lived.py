@@ -22,7 +22,7 @@ import panel as pn
 from bokeh.document import Document
 from tornado.ioloop import IOLoop
 
-from explorable import startup
+from explorable.page import startup
 
 log = logging.getLogger(__name__)
 

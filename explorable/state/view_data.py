@@ -2,7 +2,7 @@
 builds each view's data once.
 
 A view's data is a pure function of the run (and of the view's own options), so it is kept beside the
-run's trace in explorable.runs, keyed the same way, by the run's config. Bounded by memory as the traces
+run's trace in explorable.state.runs, keyed the same way, by the run's config. Bounded by memory as the traces
 are: a thrashing run's lanes hold tens of thousands of segments. A measured trace (live GPU) is not a
 function of its config, so its data is built every time and not kept.
 
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import Trace
-from explorable.bounded_cache import BoundedCache
+from explorable.state.bounded_cache import BoundedCache
 
 VIEW_CACHE_BYTES = 64 * 2**20  # a default run's views ~0.1 MB, a thrashing run's a few MB
 VIEW_CACHE_ITEMS = 4096

@@ -19,7 +19,7 @@ from bokeh.models import InlineStyleSheet
 from bokeh.models.css import StyleSheet
 from panel.viewable import Layoutable
 
-ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 SHEET_NAME = "explorable-css"  # the stylesheet model's name, to find it in a document
 
 

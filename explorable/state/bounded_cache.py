@@ -1,6 +1,6 @@
 """A least-recently-used cache bounded by memory and by count, shared by every session of a server.
 
-Used for runs' traces (explorable.runs) and for the views' data derived from them (explorable.view_data):
+Used for runs' traces (explorable.state.runs) and for the views' data derived from them (explorable.state.view_data):
 both are pure functions of a run's config, and both range from a few kB to a few MB per state.
 """
 from __future__ import annotations

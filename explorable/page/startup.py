@@ -21,7 +21,7 @@ from pathlib import Path
 
 import panel as pn
 
-from explorable.assets import stylesheet
+from explorable.page.assets import stylesheet
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _prepare() -> None:
             with _one_compile_at_a_time():
                 if not _compiled_code_is_cached():  # (another server process may have compiled it meanwhile)
                     _compile_in_subprocesses()
-        from explorable import runs  # (imports numba: after the children have started)
+        from explorable.state import runs# (imports numba: after the children have started)
 
         runs.warm()  # compiles the numba core, or loads it from numba's cache, and runs the default setting
     except Exception:  # the page will build anyway and show the problem where it always would

@@ -14,11 +14,11 @@ from engine.config import pool_beyond_gpu
 from engine.logs import (periodic_log, periodic_stats, prefix_caching_note, serve_command, serve_command_notes,
                          startup_error, startup_log_line)
 from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
-from explorable import runs
-from explorable.assets import stylesheet
-from explorable.state import PRODUCTION_NAMES, ExplorableState
-from explorable.text_pane import TextHTML
-from explorable.view_data import derived
+from explorable.state import runs
+from explorable.page.assets import stylesheet
+from explorable.state.store import PRODUCTION_NAMES, ExplorableState
+from explorable.views.text_pane import TextHTML
+from explorable.state.view_data import derived
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
 

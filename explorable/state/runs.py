@@ -1,11 +1,11 @@
 """The one place the explorable calls the engine: cached runs shared by every browser session.
 
 A run is a pure function of its `RunConfig`, so sixty students on the same deep link simulate it once, and
-the server snaps every slider to its step (explorable.guard), so the states a class can ask for are finite
+the server snaps every slider to its step (explorable.server.guard), so the states a class can ask for are finite
 and repeat. The caches are bounded by memory, not only by count: a thrashing trace holds tens of thousands
 of passes (MBs), a throughput figure for the curves a float.
 
-On a server, explorable.budget installs `meter` here (this module stays free of Panel): the CPU time of
+On a server, explorable.server.budget installs `meter` here (this module stays free of Panel): the CPU time of
 the wall time of each simulation (a cache miss) is charged to the page that asked for it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
 from engine.config import check_servable
 from engine.workload import WorkloadError
-from explorable.bounded_cache import BoundedCache
+from explorable.state.bounded_cache import BoundedCache
 
 # What a run can raise for a setting the reader chose; anything else is a bug and should surface.
 RUN_ERRORS = (ConfigError, SimulationError, WorkloadError)
@@ -32,7 +32,7 @@ TRACE_CACHE_BYTES = 160 * 2**20
 TRACE_CACHE_ITEMS = 256
 THROUGHPUT_CACHE_ITEMS = 16384  # one float and its RunConfig (~1 kB) each: ~16 MB at most
 
-# Installed by explorable.budget on a server; None elsewhere (tests, notebooks). `background_meter` takes the
+# Installed by explorable.server.budget on a server; None elsewhere (tests, notebooks). `background_meter` takes the
 # simulations a worker thread ran for the page (`collecting`), reported from the page's thread.
 meter: Callable[[float], None] | None = None
 background_meter: Callable[[float], None] | None = None
@@ -48,7 +48,7 @@ _TRACES = BoundedCache(TRACE_CACHE_BYTES, TRACE_CACHE_ITEMS, trace_bytes)
 
 _sim_seconds = [0.004, 1]  # mean wall time of a simulation here: sum, count (a prior of 4 ms, one run)
 _sim_lock = threading.Lock()
-_collect = threading.local()  # on a worker thread (explorable.background): simulation time to report later
+_collect = threading.local()  # on a worker thread (explorable.state.background): simulation time to report later
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ import param
 
 from engine import RunConfig
 from engine.latency import good_requests
-from explorable.assets import stylesheet
-from explorable.state import ExplorableState
-from explorable.text_pane import TextHTML
+from explorable.page.assets import stylesheet
+from explorable.state.store import ExplorableState
+from explorable.views.text_pane import TextHTML
 
 
 @dataclass(frozen=True)

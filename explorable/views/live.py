@@ -16,10 +16,10 @@ import param
 from panel.io.state import set_curdoc
 
 from engine.live.gpu_queue import GPU_QUEUE, MAX_QUEUED_RUNS, Cancelled, GpuQueue  # noqa: F401  (GpuQueue: tests)
-from explorable.assets import stylesheet
-from explorable.crossed_changes import settle_crossings
-from explorable.prompt_changes import answer_at_once
-from explorable.state import ExplorableState
+from explorable.page.assets import stylesheet
+from explorable.patches.crossed_changes import settle_crossings
+from explorable.patches.prompt_changes import answer_at_once
+from explorable.state.store import ExplorableState
 
 
 def live_status() -> tuple[bool, str]:

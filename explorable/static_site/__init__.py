@@ -1,0 +1,1 @@
+"""The static build: the explorable as files for a course page with no server."""

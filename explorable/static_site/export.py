@@ -1,0 +1,509 @@
+"""`python -m explorable.export --out DIR`: the explorable as a static site, for a course page with no server.
+
+DIR gets `index.html` (the served app's page, built by the same views, with its first state drawn) and
+`projector.html` (the same in the app's projector view, which `?projector=1` opens), the
+Bokeh and Panel JavaScript and CSS they load, copied from the installed packages, `static/cb-static.js`
+(which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
+JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
+Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
+code in worker processes; the page itself computes nothing. Interrupted, it resumes: each group of
+states is kept in DIR/.work once done.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import html
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from explorable.static_site import static_data
+
+WORK = ".work"
+STATIC_JS = Path(__file__).resolve().parent / "static" / "cb-static.js"
+GRID_ORDER = ("max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread")
+
+
+class ExportError(Exception):
+    """Bad input for the export, said in one line."""
+
+
+# -- the grid -------------------------------------------------------------------------------------
+def url_text(name: str, value: Any) -> str:
+    """A control's value as the served app writes it in the URL (`layout.query_values`)."""
+    from explorable.state.store import ExplorableState
+
+    text = ExplorableState.param[name].serialize(value)
+    return text if isinstance(text, str) else json.dumps(text)
+
+
+def state_key(values: dict[str, Any]) -> str:
+    """The key of a state in the manifest: its grid controls' URL texts, in URL order."""
+    return "&".join(url_text(n, values[n]) for n in GRID_ORDER)
+
+
+def grid(stops: dict[str, tuple]) -> tuple[dict[str, dict], dict[str, str]]:
+    """(computed states by key, every reachable key -> the key whose outcome it shows).
+
+    On demand, declared max_tokens is never read: every declared stop shows the run at the default one."""
+    from explorable.state.store import ExplorableState
+
+    default_declared = ExplorableState.param["declared_multiple"].default
+    computed: dict[str, dict] = {}
+    reach: dict[str, str] = {}
+    for combo in itertools.product(*(stops[n] for n in GRID_ORDER)):
+        values = dict(zip(GRID_ORDER, combo))
+        shown = dict(values)
+        if values["allocation"] == "on-demand":
+            shown["declared_multiple"] = default_declared
+        key = state_key(shown)
+        computed[key] = shown
+        reach[state_key(values)] = key
+    return computed, reach
+
+
+def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
+    """`--stops name=v1,v2` overrides, checked against each control's own bounds and choices."""
+    from explorable.state.store import ExplorableState
+    from explorable.page.url import parse_control
+    from explorable.static_site.static_page import STOPS
+
+    stops = dict(STOPS)
+    probe = ExplorableState.__new__(ExplorableState)  # parse_control only reads the parameters' declarations
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or name not in STOPS:
+            raise ExportError(f"--stops takes NAME=V1,V2 with NAME one of {', '.join(STOPS)}: {item!r}")
+        try:
+            values = tuple(dict.fromkeys(parse_control(probe, name, v) for v in raw.split(",") if v.strip()))
+        except ValueError as exc:
+            raise ExportError(f"--stops {name}: each value must be {exc}") from None
+        if not values:
+            raise ExportError(f"--stops {name}: no values")
+        stops[name] = tuple(sorted(values)) if name not in ("allocation", "unit") else values
+    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
+    missing = [n for n in GRID_ORDER if defaults[n] not in stops[n]]
+    if missing:
+        needed = ", ".join(f"{n}={defaults[n]}" for n in missing)
+        raise ExportError(f"the stops must include the starting point: {needed}")
+    return stops
+
+
+def guided_step_keys(stops: dict[str, tuple]) -> list[str]:
+    """The key of each guided step's state (the page's step buttons go there); every one must be on the grid."""
+    from explorable.views.guide import STEPS
+    from explorable.state.store import ExplorableState
+
+    _, reach = grid(stops)
+    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
+    keys = []
+    for step in STEPS:
+        key = reach.get(state_key({**defaults, **step.settings}))
+        if key is None:
+            raise ExportError(f"the stops must include every guided step's settings ({step.title}: {step.settings})")
+        keys.append(key)
+    return keys
+
+
+# -- worker: one group of states -------------------------------------------------------------------
+_PAGE = None
+
+
+def _export_group(stops: dict[str, tuple], states: list[dict], target: str) -> int:
+    """Draw each state with the app's views; write their summaries and patches to `target` (atomically)."""
+    global _PAGE
+    from explorable.static_site import static_page
+
+    if _PAGE is None:
+        _PAGE = static_page.build(stops)
+    page = _PAGE
+    out = []
+    for values in states:
+        static_page.set_controls(page, values)
+        ok = not page.state.run_error
+        out.append({
+            "key": state_key(values), "values": values,
+            "summary": page.state.summary if ok else None,
+            "patch": static_page.patch(page.run_models) if ok else
+            static_page.patch({"run_error": page.run_models["run_error"]}),
+        })
+    tmp = Path(target + ".tmp")
+    tmp.write_text(json.dumps(out, separators=(",", ":")))
+    tmp.replace(target)
+    return len(states)
+
+
+# -- assembling the site ---------------------------------------------------------------------------
+def _digest(data: bytes, n: int = 16) -> str:
+    return hashlib.sha256(data).hexdigest()[:n]
+
+
+def _summary_id(summary: dict) -> str:
+    return _digest(json.dumps(summary, sort_keys=True).encode(), 10)
+
+
+def _delta_cells(summary: dict, previous: dict, values: dict) -> list[str]:
+    """The six readouts' change cells of `summary` after `previous`, as the readouts pane's model holds them."""
+    from engine import RunConfig
+    from explorable.views.readouts import delta_cell, readouts
+    from explorable.state.store import CONTROLS, ExplorableState
+    from explorable.page.url import _as_config_fields
+
+    defaults = {n: ExplorableState.param[n].default for n in CONTROLS}
+    cfg = RunConfig(**_as_config_fields({**defaults, **values}))
+    return [html.escape(delta_cell(r)) for r in readouts(summary, previous, cfg)]
+
+
+def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], stops: dict[str, tuple]) -> set[str]:
+    """Computed states one control change away (a stop click, a slider release, a radio choice)."""
+    values = computed[key]
+    out = set()
+    for name in GRID_ORDER:
+        for v in stops[name]:
+            if v != values[name]:
+                other = reach.get(state_key({**values, name: v}))
+                if other:
+                    out.add(other)
+    return out
+
+
+def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, step_keys
+                ) -> tuple[dict[str, str], list[dict]]:
+    """One file per distinct outcome under data/; returns key -> file name (without .json), and the arrays
+    that are shared by many files (the page carries those)."""
+    data_dir = out / "data"
+    data_dir.mkdir(exist_ok=True)
+    for tmp in data_dir.glob("*.tmp"):  # left by an interrupted build
+        tmp.unlink()
+    files: dict[str, str] = {}
+    fixed = static_data.constant_props(results)
+    varying = {key: {name: {a: v for a, v in props.items() if (name, a) not in fixed}
+                     for name, props in r["patch"].items()} for key, r in results.items()}
+    packs, shared = static_data.share({key: static_data.pack({n: p for n, p in patch.items() if p}) for key, patch in varying.items()})
+    for key, r in results.items():
+        packed, arrays = packs[key]
+        body: dict[str, Any] = {"patch": packed, "arrays": arrays}
+        s = r["summary"]
+        if s is not None:
+            body["summary"] = s
+            body["sid"] = _summary_id(s)
+            after: dict[str, list[str]] = {}  # deltas of this state after a neighbour or a step
+            for other in _neighbours(key, computed, reach, stops) | set(step_keys):
+                prev = results[other]["summary"]
+                if other != key and prev is not None:
+                    after[_summary_id(prev)] = _delta_cells(s, prev, r["values"])
+            before: dict[str, list[str]] = {}  # deltas of each step after this state
+            for other in step_keys:
+                step = results[other]["summary"]
+                if other != key and step is not None:
+                    before[_summary_id(step)] = _delta_cells(step, s, results[other]["values"])
+            body["after"], body["before"] = after, before
+        raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        name = _digest(raw)
+        path = data_dir / f"{name}.json"
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(raw)
+            tmp.replace(path)
+        files[key] = name
+    return files, shared
+
+
+PANEL_CDN = re.compile(r"https://cdn\.holoviz\.org/panel/[^/]+/dist/")
+
+
+def _copy_assets(page_html: str, out: Path) -> str:
+    """Point the page at copies of Bokeh's and Panel's files (from the installed packages) under static/."""
+    import bokeh
+    import panel
+
+    page_html = PANEL_CDN.sub("static/extensions/panel/", page_html)
+    page_html = page_html.replace("./static/", "static/")
+    sources = {"static/js/": Path(bokeh.__file__).parent / "server" / "static" / "js",
+               "static/extensions/panel/": Path(panel.__file__).parent / "dist"}
+    pending = {(rel, True) for rel in re.findall(r"static/(?:js|extensions/panel)/[^\"'?\s)&;]+", page_html)}
+    done: set[str] = set()
+    while pending:
+        rel, required = pending.pop()
+        if rel in done or not rel.startswith(tuple(sources)):
+            continue
+        done.add(rel)
+        prefix = next(p for p in sources if rel.startswith(p))
+        src = sources[prefix] / rel[len(prefix):]
+        if not src.is_file():
+            if not required:  # a font format a stylesheet offers and the package does not ship
+                continue
+            raise ExportError(f"the page loads {rel}, which the installed package does not have")
+        dst = out / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        if src.suffix == ".css":  # fonts and images a stylesheet loads, relative to it
+            for ref in re.findall(r"url\(['\"]?([^'\")]+)['\"]?\)", src.read_text(errors="replace")):
+                # woff2 only: every browser that runs Bokeh 3 takes it, and skips the older formats listed beside
+                if not re.match(r"^(data:|https?:|#)", ref) and not re.search(r"\.(eot|ttf|woff|svg)([?#]|$)", ref):
+                    ref = ref.split("?")[0].split("#")[0]
+                    pending.add((os.path.normpath(os.path.join(os.path.dirname(rel), ref)), False))
+    return page_html
+
+
+def page_resources(doc):
+    """Bokeh's and Panel's resources for the page of `doc`, without Bokeh's WebGL bundle unless a plot draws
+    with WebGL (the page draws on canvas)."""
+    from bokeh.resources import Resources
+    from panel.io.resources import Resources as PnResources
+
+    webgl = any(getattr(m, "output_backend", None) == "webgl" for m in doc.models)
+    components = [c for c in Resources(mode="server").components if c != "bokeh-gl" or webgl]
+    return PnResources.from_bokeh(Resources(mode="server", root_url="./", components=components), absolute=True)
+
+
+def unused_files(doc) -> set[str]:
+    """Files (paths under static/, no query) that Bokeh and Panel list for every model class imported but that
+    no model of `doc` uses: es-module-shims for Panel's ESM components, notyf and Font Awesome for its
+    notification area (a static page has no server connection to report on). Each is fetched, parsed and
+    run on every page open before the page draws."""
+    import panel as pn
+    from bokeh.model import Model
+
+    def files(owner, attrs) -> list[str]:
+        out = []
+        for attr in attrs:
+            value = getattr(owner, attr, None)
+            out += [value] if isinstance(value, str) else [f for f in value or [] if isinstance(f, str)]
+        return out
+
+    held = {type(m) for m in doc.models}
+    used: set[str] = set()
+    unused: set[str] = set()
+    for cls in Model.model_class_reverse_map.values():
+        listed = files(cls, ("__javascript__", "__css__"))
+        (used if any(issubclass(h, cls) for h in held) else unused).update(listed)
+    area = pn.state.notifications
+    if area is not None and not any(type(m).__name__ == "NotificationArea" for m in doc.models):
+        unused.update(files(type(area), ("__javascript__", "__css__", "_stylesheets")))
+    norm = lambda f: re.sub(r"^.*?static/", "static/", PANEL_CDN.sub("static/extensions/panel/", f)).split("?")[0]  # noqa: E731
+    return {norm(f) for f in unused} - {norm(f) for f in used}
+
+
+def _drop_unused(page_html: str, unused: set[str]) -> str:
+    """The page without the <script> and <link> tags of `unused` files."""
+    def keep(m: re.Match) -> str:
+        return "" if m.group(2).split("?")[0] in unused else m.group(0)
+    return re.sub(r'<(?:script|link)[^>]*(?:src|href)="(\./)?([^"]+)"[^>]*>(?:</script>)?\n?', keep, page_html)
+
+
+# The page and its projector view (`?projector=1`, as on the served app): each a shell of its own, drawn by the
+# app's own projector code; a link to either with the other's flag goes to the other before anything loads.
+PAGES = (("index.html", False), ("projector.html", True))
+_SWITCH = """<script>(() => {  // ?projector=1 is the projector page's, as on the served explorable
+  const flag = (new URLSearchParams(location.search).get("projector") || "").trim().toLowerCase();
+  const want = ["1", "true", "yes", "on"].includes(flag);
+  if (want !== %s) location.replace(%s + location.search + location.hash);
+})();</script>
+"""
+
+
+def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str], step_keys: list[str],
+            results: dict[str, dict], shared: list[dict]) -> dict[str, Any]:
+    """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
+    from explorable.views import controls as controls_module
+    from explorable.static_site import static_page
+    from explorable.page.layout import EMBED_MESSAGE
+    from explorable.views.readouts import Readout, delta_cell
+    from explorable.state.store import CONTROLS, ExplorableState
+
+    return {
+        "order": list(CONTROLS),
+        "grid": list(GRID_ORDER),
+        "stops": {n: [url_text(n, v) for v in stops[n]] for n in GRID_ORDER},
+        "numbers": {n: [float(v) for v in stops[n]] for n in GRID_ORDER if n not in ("allocation", "unit")},
+        "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in ("allocation", "unit")},
+        "defaults": {n: url_text(n, ExplorableState.param[n].default) for n in CONTROLS},
+        "labels": {n: ExplorableState.param[n].label for n in CONTROLS},
+        "states": {k: files[v] for k, v in reach.items()},
+        "steps": step_keys,
+        "stepValues": [{n: url_text(n, results[k]["values"][n]) for n in GRID_ORDER} for k in step_keys],
+        "guide": static_page.guide_fragments(page),
+        "controls": static_page.control_fragments(page),
+        "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
+        "buttonStops": {n: [url_text(n, v) for v in b] for n, b in (
+            ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", page.app.views["controls"].pool_stops),
+            ("declared_multiple", controls_module.DECLARED_STOPS), ("spread", controls_module.SPREAD_STOPS))},
+        "embedMessage": EMBED_MESSAGE,
+        "shareText": page.ui_models["share"].text,
+        "shareHref": static_page.SHARE_HREF,
+        "shared": shared,
+    }
+
+
+def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
+           step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
+    """index.html and projector.html: the page at its starting point, its resources, and what the script needs."""
+    from panel.config import config as pn_config
+    from panel.io.resources import set_resource_mode
+    from panel.io.save import file_html
+
+    from explorable.static_site import static_page
+    from explorable.page.layout import TITLE
+
+    (out / "static").mkdir(exist_ok=True)
+    shutil.copyfile(STATIC_JS, out / "static" / "cb-static.js")
+    config = None
+    for name, projector in PAGES:
+        page = static_page.build(stops, projector=projector)
+        config = config or _config(page, stops, files, reach, step_keys, results, shared)
+        ids = {n: m.id for n, m in {**page.run_models, **page.ui_models}.items()}
+        static_page.set_controls(page, {})  # back at the starting point, which the shell draws
+        page.state.dismiss_notices()
+        static_page.on_change_js(page)
+        # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).
+        with set_resource_mode("server"), pn_config.set(notifications=False):
+            text = file_html(page.doc, page_resources(page.doc), TITLE)
+        text = _copy_assets(_drop_unused(text, unused_files(page.doc)), out)
+        other = next(n for n, p in PAGES if p != projector)
+        switch = _SWITCH % ("true" if projector else "false", json.dumps(other))
+        assert "<head>" in text
+        text = text.replace("<head>", "<head>\n" + switch, 1)
+        script = json.dumps({**config, "ids": ids}, separators=(",", ":")).replace("</", "<\\/")
+        tail = f'<script>window.CB_STATIC_CONFIG = {script};</script>\n<script src="static/cb-static.js"></script>\n'
+        text = text.replace("</body>", tail + "</body>", 1)
+        tmp = out / f"{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out / name)
+
+
+# -- figures -------------------------------------------------------------------------------------
+def _size(paths: Iterable[Path]) -> tuple[int, int]:
+    raw = gz = 0
+    for p in paths:
+        data = p.read_bytes()
+        raw += len(data)
+        gz += len(gzip.compress(data, 9))
+    return raw, gz
+
+
+def figures(out: Path) -> dict[str, Any]:
+    """Sizes of the site: all of it, the shell (everything but data/), and the largest state file."""
+    every = [p for p in out.rglob("*") if p.is_file() and WORK not in p.relative_to(out).parts]
+    data = [p for p in every if p.parent == out / "data"]
+    shell = [p for p in every if p not in set(data)]
+    largest = max(data, key=lambda p: len(gzip.compress(p.read_bytes(), 9)), default=None)
+    return {
+        "total": _size(every), "shell": _size(shell), "data_files": len(data),
+        "largest": (largest.name, *_size([largest])) if largest else None,
+    }
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:,.1f} kB" if n < 1024 * 1024 else f"{n / 2**20:,.2f} MB"
+
+
+# -- command line --------------------------------------------------------------------------------
+def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True) -> dict[str, Any]:
+    """Build the site in `out`; returns the figures it prints."""
+    started = time.perf_counter()
+    computed, reach = grid(stops)
+    step_keys = guided_step_keys(stops)
+
+    work = out / WORK / _digest(json.dumps({n: [str(v) for v in stops[n]] for n in GRID_ORDER}).encode(), 12)
+    work.mkdir(parents=True, exist_ok=True)
+    groups: dict[tuple, list[dict]] = {}
+    for values in computed.values():
+        # Everything but the two swept controls: a group's curves share their runs in one worker's cache.
+        group = tuple(values[n] for n in ("allocation", "declared_multiple", "unit", "spread"))
+        groups.setdefault(group, []).append(values)
+    todo = {str(work / f"group-{i:03d}.json"): g for i, g in enumerate(groups.values())}
+    pending = {t: g for t, g in todo.items() if not Path(t).exists()}
+    bar = _bar(len(computed), len(computed) - sum(len(g) for g in pending.values()), progress)
+    if pending:
+        with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_export_group, stops, g, t) for t, g in pending.items()]
+            for f in as_completed(futures):
+                bar(f.result())
+    bar(0, done=True)
+
+    results: dict[str, dict] = {}
+    for target in todo:
+        for r in json.loads(Path(target).read_text()):
+            results[r["key"]] = r
+    files, shared = _write_data(out, results, computed, reach, stops, step_keys)
+    _shell(out, stops, files, reach, step_keys, results, shared)
+    stale = set((out / "data").glob("*.json")) - {out / "data" / f"{f}.json" for f in files.values()}
+    for p in stale:  # outcomes of an earlier build with other stops
+        p.unlink()
+    elapsed = time.perf_counter() - started
+    fig = figures(out)
+    fig.update(states=len(reach), computed=len(computed), outcomes=len(set(files.values())),
+               seconds=elapsed, jobs=jobs, errors=sum(r["summary"] is None for r in results.values()))
+    return fig
+
+
+def _bar(total: int, initial: int, enabled: bool):
+    """A progress bar over states (tqdm when installed, else a line on stderr)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    count = [initial]
+    bar = tqdm(total=total, initial=initial, unit="state", desc="states", disable=not enabled) if tqdm else None
+
+    def advance(n: int, done: bool = False) -> None:
+        count[0] += n
+        if bar is not None:
+            bar.update(n)
+            if done:
+                bar.close()
+        elif enabled:
+            print(f"\rstates {count[0]}/{total}", end="\n" if done else "", file=sys.stderr, flush=True)
+
+    return advance
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorable.export", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, type=Path, help="folder to write the site into (created; resumable)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="worker processes (default: one per CPU, %(default)s here)")
+    parser.add_argument("--stops", action="append", default=[], metavar="NAME=V1,V2",
+                        help="a reduced grid for one control (default: the static stops of every control)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        if args.jobs < 1:
+            raise ExportError("--jobs must be at least 1")
+        if args.out.exists() and not args.out.is_dir():
+            raise ExportError(f"--out {args.out} exists and is not a folder")
+        stops = parse_stops(args.stops)
+        guided_step_keys(stops)
+        args.out.mkdir(parents=True, exist_ok=True)
+        fig = export(args.out, stops, args.jobs, progress=not args.quiet)
+    except ExportError as exc:
+        print(f"explorable.export: {exc}", file=sys.stderr)
+        return 2
+    t_raw, t_gz = fig["total"]
+    s_raw, s_gz = fig["shell"]
+    name, l_raw, l_gz = fig["largest"]
+    print(f"states (reachable settings):  {fig['states']:,} ({fig['computed']:,} simulated, "
+          f"{fig['errors']} that cannot run)")
+    print(f"distinct outcomes (files):    {fig['outcomes']:,}")
+    print(f"build time:                   {fig['seconds']:,.0f} s with {fig['jobs']} worker(s)"
+          f" (load average {os.getloadavg()[0]:.2f}; resumed groups are not re-timed)")
+    print(f"total size:                   {_kb(t_raw)} raw, {_kb(t_gz)} gzipped")
+    print(f"shell (page + JS + CSS):      {_kb(s_raw)} raw, {_kb(s_gz)} gzipped")
+    print(f"largest state file:           {_kb(l_raw)} raw, {_kb(l_gz)} gzipped (data/{name})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
