@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine import RunConfig, simulate  # noqa: E402
-from tests.engine.reference import ReferenceScheduler  # noqa: E402
+from engine.reference import ReferenceScheduler  # noqa: E402
 
 SCENARIOS = {
     "default (256 slots, 16 GiB)": {},

@@ -4,7 +4,7 @@
 `end_pass` is `update_from_output()` (sample where a sequence is caught up, finish, free) and writes the
 pass's row and events. `run_to_completion` loops the two with the roofline clock inside compiled code;
 `engine.scheduler.Scheduler` drives the same two functions one pass at a time for any other clock.
-Only `engine/` imports this module; `tests/engine/reference.py` states the same rules in plain Python.
+Only `engine/` imports this module; `engine/reference.py` states the same rules in plain Python.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from engine import RunConfig, Scheduler, Workload, simulate, simulate_stepwise
 from engine.trace import Event
 from tests.engine.helpers import cached_runs
-from tests.engine.reference import ReferenceScheduler
+from engine.reference import ReferenceScheduler
 
 
 def _identity(wl: Workload, r: int, j: int, bs: int) -> tuple:

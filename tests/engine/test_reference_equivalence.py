@@ -3,7 +3,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from engine import RunConfig, simulate, simulate_stepwise
-from tests.engine.reference import ReferenceScheduler
+from engine.reference import ReferenceScheduler
 from tests.engine.helpers import small_runs
 
 

@@ -7,7 +7,7 @@ import pytest
 from engine import Event, RunConfig, Scheduler, Workload, serve, simulate, simulate_stepwise
 from engine.cli import main
 from engine.traffic import gamma_arrivals
-from tests.engine.reference import ReferenceScheduler
+from engine.reference import ReferenceScheduler
 
 N = 20_000
 

@@ -1,7 +1,8 @@
-"""The scheduling rules once more, in plain Python written to be read: the oracle the numba core is tested against.
+"""The scheduling rules once more, in plain Python written to be read: the documented statement of what the
+numba core (`kernels/scheduler_core.py`) decides, and the oracle the tests hold it to.
 
-Same decisions as `kernels/scheduler_core.py`, stated with objects and lists the way vLLM's own
-scheduler states them. Slow on purpose; nothing in the product calls it except the tests and benchmarks.
+Same decisions as the core, stated with objects and lists the way vLLM's own scheduler states them. Slow on
+purpose: nothing in the product calls it; the tests use it as their oracle and the benchmarks as a baseline.
 """
 from __future__ import annotations
 
@@ -186,19 +187,28 @@ class ReferenceScheduler:
         self.waiting.appendleft(victim)
 
     def schedule(self) -> PassRecord:
-        cfg = self.cfg
+        """One `Scheduler.schedule()`: running requests first, then (unless this pass preempted) the waiting queue."""
         record = PassRecord()
-        budget = cfg.max_num_batched_tokens
-        static = cfg.unit == "request"
+        static = self.cfg.unit == "request"
         if static and not self.running and self.waiting:
             self.batch_open = True
+        budget = self.schedule_running(record, self.cfg.max_num_batched_tokens)
+        if not record.preempted and (not static or self.batch_open):
+            stopped_for_budget = self.admit_waiting(record, budget)
+            if static and not stopped_for_budget:
+                self.batch_open = False
+        self.fold_digest(record)
+        return record
 
-        # Running requests first, in admission order.
+    def schedule_running(self, record: PassRecord, budget: int) -> int:
+        """Running requests in admission order, each asking for what it lacks; a block that cannot be had
+        preempts the newest running request (perhaps the asker itself). Returns the budget left."""
+        cfg = self.cfg
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            need = self.cfg.blocks_for(req.num_computed_tokens + n) - req.blocks
+            need = cfg.blocks_for(req.num_computed_tokens + n) - req.blocks
             evicted_self = False
             while need > self.free_blocks:
                 victim = self.running.pop()  # the newest admitted
@@ -216,58 +226,58 @@ class ReferenceScheduler:
             req.num_computed_tokens += n
             budget -= n
             i += 1
+        return budget
 
-        # Then the waiting queue, head first, unless this pass preempted anybody.
-        if not record.preempted and (not static or self.batch_open):
-            stopped_for_budget = False
-            while self.waiting:
-                if budget <= 0:
-                    stopped_for_budget = True
-                    break
-                if len(self.running) >= cfg.max_num_seqs:
-                    break
-                req = self.waiting[0]
-                hits = self.pool.lookup(req, cfg.block_size) if self.caching else []
-                cached = len(hits) * cfg.block_size
-                if self.caching:
-                    record.lookups.append((req.num_tokens, cached))
-                n = min(req.num_tokens - cached, budget)
-                if cfg.allocation == "reserve" and self.reserved + req.reserve > self.pool_tokens:
-                    break
-                if cfg.scheduler_reserve_full_isl and self.cfg.blocks_for(req.num_tokens) > self.free_blocks:
-                    break
-                idle_hits = sum(b.ref_cnt == 0 for b in hits)  # taking them shrinks the free queue
-                need = self.cfg.blocks_for(cached + n) - len(hits)
-                if need + idle_hits > self.free_blocks:
-                    break
-                self.waiting.popleft()
-                self.running.append(req)
-                req.status = "RUNNING"
-                if self.caching:
-                    self.pool.touch(hits)
-                    self.free_blocks -= idle_hits
-                    req.block_list = list(hits)
-                    req.blocks = req.num_cached_blocks = len(hits)
-                    req.cache_hits += cached
-                self.take(req, need)
-                if self.caching:
-                    self.pool.cache_full_blocks(req, cached + n, cfg.block_size)
-                if cfg.allocation == "reserve":
-                    self.reserved += req.reserve
-                record.scheduled.append((req.id, n))
-                record.admitted.append((req.id, cached))
-                req.num_computed_tokens = cached + n
-                budget -= n
-            if static and not stopped_for_budget:
-                self.batch_open = False
+    def admit_waiting(self, record: PassRecord, budget: int) -> bool:
+        """The waiting queue from its head, with the budget left; True when it stopped for the budget."""
+        cfg = self.cfg
+        while self.waiting:
+            if budget <= 0:
+                return True
+            if len(self.running) >= cfg.max_num_seqs:
+                return False
+            req = self.waiting[0]
+            hits = self.pool.lookup(req, cfg.block_size) if self.caching else []
+            cached = len(hits) * cfg.block_size
+            if self.caching:
+                record.lookups.append((req.num_tokens, cached))
+            n = min(req.num_tokens - cached, budget)
+            if cfg.allocation == "reserve" and self.reserved + req.reserve > self.pool_tokens:
+                return False
+            if cfg.scheduler_reserve_full_isl and cfg.blocks_for(req.num_tokens) > self.free_blocks:
+                return False
+            idle_hits = sum(b.ref_cnt == 0 for b in hits)  # taking them shrinks the free queue
+            need = cfg.blocks_for(cached + n) - len(hits)
+            if need + idle_hits > self.free_blocks:
+                return False
+            self.waiting.popleft()
+            self.running.append(req)
+            req.status = "RUNNING"
+            if self.caching:
+                self.pool.touch(hits)
+                self.free_blocks -= idle_hits
+                req.block_list = list(hits)
+                req.blocks = req.num_cached_blocks = len(hits)
+                req.cache_hits += cached
+            self.take(req, need)
+            if self.caching:
+                self.pool.cache_full_blocks(req, cached + n, cfg.block_size)
+            if cfg.allocation == "reserve":
+                self.reserved += req.reserve
+            record.scheduled.append((req.id, n))
+            record.admitted.append((req.id, cached))
+            req.num_computed_tokens = cached + n
+            budget -= n
+        return False
 
+    def fold_digest(self, record: PassRecord) -> None:
+        """The schedule's digest, as the core folds it: every (request, tokens), then every preempted id."""
         h = self.digest
         for rid, n in record.scheduled:
             h = _mix(h, rid * 1048576 + n)
         for rid in record.preempted:
             h = _mix(h, -rid - 1)
         self.digest = _mix(h, 0x7FFFFFFFFF)
-        return record
 
     def complete(self, record: PassRecord) -> None:
         by_id = self.requests
