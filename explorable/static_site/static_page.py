@@ -114,6 +114,10 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
         "strips.batch": strips.batch_source, "strips.kv": strips.kv_source, "strips.batch_range": strips.batch_range,
         "strips.cap": strips.cap, "strips.cap_label": strips.cap_label, "strips.kv_axis": strips.kv_fig.yaxis[0],
         "log": _model(v["logs"].pane, root), "pool_warning": _model(c.pool_warning, root),
+        # The results bar and each chart in words.
+        "results_bar": _model(v["readouts"].bar, root),
+        "lanes.words": _model(lanes.words, root), "strips.words": _model(strips.words, root),
+        "curves.words": _model(curves.words, root),
     }
     for key, curve in (("seqs", curves.by_seqs), ("pool", curves.by_pool)):
         run.update({f"curve.{key}.line": curve.line, f"curve.{key}.point": curve.point,
@@ -128,6 +132,9 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
                "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root),
                "share": _model(share, root)})
     ui["guide.steps"] = _model(guide.step_buttons, root)
+    tabs = v["guides"]
+    ui["guides.tabs"] = _model(tabs.tabs, root)
+    ui.update({f"guides.panel.{i}": _model(panel, root) for i, panel in enumerate(tabs.panels)})
     ui.update(_stop_groups(root))
     page.ui_models = ui
     missing = [name for name, m in {**run, **ui}.items() if m.document is not doc]
@@ -185,6 +192,11 @@ def on_change_js(page: Page) -> None:
             model.js_on_change("active", CustomJS(code=call.format("stop", f"'{name[6:]}', cb_obj.active")))
         elif name == "guide.steps":  # the step clicked (null when the script unlights them)
             model.js_on_change("active", CustomJS(code=call.format("chooseStep", "cb_obj.active")))
+        elif name == "guides.tabs":  # a guide's tab: shows that guide, in the page alone (no state file)
+            count = sum(n.startswith("guides.panel.") for n in page.ui_models)
+            panels = [page.ui_models[f"guides.panel.{i}"] for i in range(count)]
+            model.js_on_change("active", CustomJS(args={"panels": panels}, code=(
+                "panels.forEach((p, i) => { p.visible = i === cb_obj.active; });")))
         elif name in ("guide.prev", "guide.next", "reset", "notices.dismiss"):
             model.js_on_event("button_click", CustomJS(code=call.format("button", f"'{name}'")))
 

@@ -90,28 +90,30 @@ class Controls(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        slider = dict(throttled=True, sizing_mode="stretch_width", margin=(4, 12, 0, 12))
+        # Every control gets the page's stylesheet: its keyboard focus is drawn by it (a visible outline).
+        sheet = dict(stylesheets=[stylesheet()])
+        slider = dict(throttled=True, sizing_mode="stretch_width", margin=(4, 12, 0, 12), **sheet)
         self.max_num_seqs = pn.widgets.IntSlider.from_param(s.param.max_num_seqs, css_classes=["ctl-max_num_seqs"],
                                                             **slider)
         self.pool_gib = pn.widgets.FloatSlider.from_param(s.param.pool_gib, css_classes=["ctl-pool_gib"],
                                                           format="0.0", **slider)
         self.allocation = pn.widgets.RadioButtonGroup.from_param(
             s.param.allocation, css_classes=["ctl-allocation"], sizing_mode="stretch_width", margin=(4, 12),
-            color="primary", variant="outline")
+            color="primary", variant="outline", **sheet)
         self.declared_multiple = pn.widgets.FloatSlider.from_param(
             s.param.declared_multiple, css_classes=["ctl-declared_multiple"], format="0.0", **slider)
         self.unit = pn.widgets.RadioButtonGroup.from_param(
             s.param.unit, css_classes=["ctl-unit"], sizing_mode="stretch_width", margin=(4, 12),
-            color="primary", variant="outline")
+            color="primary", variant="outline", **sheet)
         self.spread = pn.widgets.FloatSlider.from_param(s.param.spread, css_classes=["ctl-spread"], format="0.0",
                                                         **slider)
-        self.model = pn.widgets.Select.from_param(s.param.model, sizing_mode="stretch_width", margin=(4, 12))
-        self.gpu = pn.widgets.Select.from_param(s.param.gpu, sizing_mode="stretch_width", margin=(4, 12))
+        self.model = pn.widgets.Select.from_param(s.param.model, sizing_mode="stretch_width", margin=(4, 12), **sheet)
+        self.gpu = pn.widgets.Select.from_param(s.param.gpu, sizing_mode="stretch_width", margin=(4, 12), **sheet)
         self.max_num_batched_tokens = pn.widgets.IntSlider.from_param(
             s.param.max_num_batched_tokens, css_classes=["ctl-max_num_batched_tokens"], **slider)
-        self.full_isl = pn.widgets.Checkbox.from_param(s.param.scheduler_reserve_full_isl, margin=(8, 12))
+        self.full_isl = pn.widgets.Checkbox.from_param(s.param.scheduler_reserve_full_isl, margin=(8, 12), **sheet)
         self.prefix_caching = pn.widgets.Checkbox.from_param(
-            s.param.enable_prefix_caching, css_classes=["ctl-enable_prefix_caching"], margin=(8, 12))
+            s.param.enable_prefix_caching, css_classes=["ctl-enable_prefix_caching"], margin=(8, 12), **sheet)
         self.system_prompt_len = pn.widgets.IntSlider.from_param(
             s.param.system_prompt_len, css_classes=["ctl-system_prompt_len"], format="0,0", **slider)
         self.turns = pn.widgets.IntSlider.from_param(s.param.turns, css_classes=["ctl-turns"], **slider)
@@ -120,7 +122,7 @@ class Controls(pn.viewable.Viewer):
         self._prefix_note()
         self.arrival = pn.widgets.RadioButtonGroup.from_param(
             s.param.arrival, css_classes=["ctl-arrival"], sizing_mode="stretch_width", margin=(4, 12),
-            color="primary", variant="outline")
+            color="primary", variant="outline", **sheet)
         self.request_rate = log_rate_slider(s, **slider)
         self.burstiness = pn.widgets.FloatSlider.from_param(s.param.burstiness, css_classes=["ctl-burstiness"],
                                                             format="0.0", step=0.1, **slider)
