@@ -7,6 +7,7 @@ moves tokens between requests without changing how much work there is.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -14,7 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from statistics import NormalDist
 
@@ -45,13 +46,23 @@ class WorkloadError(ValueError):
     """A workload file or array that cannot be served; the message says what is wrong."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """Requests in arrival (= id) order: all queued at t = 0, or at the times a file gave (`arrival_s`).
 
     Shared prompt prefixes (what prefix caching can reuse): two requests in the same `prefix_group` (>= 0)
     share exactly their first min(prefix_len_i, prefix_len_j) prompt tokens; group -1 shares nothing, and
     generated tokens are never shared. Omitted, no request shares anything.
+
+    Groups may form a tree (`group_parent`, `group_start`, indexed by group id 0..G-1): a group is a line of
+    prompt tokens that starts as its parent's line and leaves it at token `group_start[g]`. A request of group
+    g holds the line of every group from the root down to g, up to its `prefix_len`, so two requests share
+    their prompts up to where their paths part: in one group, min(prefix_len_i, prefix_len_j); else, where
+    each leaves the deepest group both pass through (min of the two branch tokens). A request's prompt is then
+    a chain of blocks, not one prefix (Mooncake's hash_ids, engine/workload_formats.py). Without a tree every
+    group is a root at token 0: the prefix groups above.
+
+    Equal (and hashed) by content, so a run of an in-memory workload can be cached like one of a file.
     """
 
     prompt_len: np.ndarray  # int64
@@ -59,6 +70,8 @@ class Workload:
     arrival_s: np.ndarray | None = None  # float64 seconds, nondecreasing; None: all at once
     prefix_group: np.ndarray | None = None  # int64, -1 for none
     prefix_len: np.ndarray | None = None  # int64, 0 where the group is -1
+    group_parent: np.ndarray | None = None  # int64 per group: its parent group, -1 for a root (parent < group)
+    group_start: np.ndarray | None = None  # int64 per group: the prompt token where it leaves its parent's line
 
     def __post_init__(self) -> None:
         prompt = np.ascontiguousarray(self.prompt_len, dtype=np.int64)
@@ -86,15 +99,41 @@ class Workload:
             a.setflags(write=False)
             object.__setattr__(self, {"prompt": "prompt_len", "output": "output_len", "group": "prefix_group",
                                       "shared": "prefix_len"}[name], a)
+        if (self.group_parent is None) != (self.group_start is None):
+            raise WorkloadError("group_parent and group_start go together; one of them is missing")
+        if self.group_parent is not None:
+            parent, start = _checked_tree(self.group_parent, self.group_start, group, shared)
+            object.__setattr__(self, "group_parent", parent)
+            object.__setattr__(self, "group_start", start)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of every array: two workloads with the same requests have the same one."""
+        h = hashlib.sha256()
+        for a in (self.prompt_len, self.output_len, self.arrival_s, self.prefix_group, self.prefix_len,
+                  self.group_parent, self.group_start):
+            h.update(b"-" if a is None else np.ascontiguousarray(a).tobytes() + b"|")
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workload) and (self is other or self.fingerprint == other.fingerprint)
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @property
+    def has_prefix_tree(self) -> bool:
+        return self.group_parent is not None
 
     @property
     def has_shared_prefixes(self) -> bool:
         return bool((self.prefix_len > 0).any())
 
     def dense_groups(self) -> np.ndarray:
-        """prefix_group renumbered 0, 1, ... (-1 stays): the scheduler core's numbering."""
+        """prefix_group renumbered 0, 1, ... (-1 stays): the scheduler core's numbering (a tree's groups are
+        numbered so already: its arrays are indexed by group)."""
         group = self.prefix_group
-        if group.size == 0 or group.max() < 0:
+        if group.size == 0 or group.max() < 0 or self.group_parent is not None:
             return group
         out = np.full(group.shape, -1, dtype=np.int64)
         member = group >= 0
@@ -112,6 +151,29 @@ class Workload:
     @property
     def total_output_tokens(self) -> int:
         return int(self.output_len.sum())
+
+
+def _checked_tree(parent_in, start_in, group: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """group_parent and group_start as read-only int64 arrays, checked against the requests' groups."""
+    parent = np.ascontiguousarray(parent_in, dtype=np.int64)
+    start = np.ascontiguousarray(start_in, dtype=np.int64)
+    count = parent.shape[0]
+    if parent.ndim != 1 or start.shape != parent.shape:
+        raise WorkloadError("group_parent and group_start need one entry per group")
+    ids = np.arange(count)
+    if ((parent < -1) | (parent >= ids)).any():
+        raise WorkloadError("group_parent[g] must be -1 (a root) or a group numbered before g")
+    roots = parent < 0
+    if (start[roots] != 0).any() or (start[~roots] < start[parent[~roots]]).any():
+        raise WorkloadError("group_start must be 0 for a root and at least its parent's start for any other group")
+    member = group >= 0
+    if (group[member] >= count).any():
+        raise WorkloadError(f"prefix_group names a group beyond the tree's {count} groups")
+    if (shared[member] < start[group[member]]).any():
+        raise WorkloadError("a request's prefix_len must reach the token where its group leaves its parent")
+    for a in (parent, start):
+        a.setflags(write=False)
+    return parent, start
 
 
 def _round_to_total(weights: np.ndarray, total: int) -> np.ndarray:
@@ -250,7 +312,8 @@ def _timed_workload(untimed: Workload, arrival: list, source: str) -> Workload:
     times = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     return Workload(untimed.prompt_len[order], untimed.output_len[order], times[order] - times[order[0]],
-                    untimed.prefix_group[order], untimed.prefix_len[order])
+                    untimed.prefix_group[order], untimed.prefix_len[order], untimed.group_parent,
+                    untimed.group_start)
 
 
 def _short(value: object, limit: int = 40) -> str:
