@@ -26,11 +26,16 @@ PROMPT_TOKENS_PER_REQUEST = 350_309 / 256
 OUTPUT_TOKENS_PER_REQUEST = 256
 PROMPT_CV = 0.3  # "a mild spread around the mean": normal with a 0.3 coefficient of variation
 
-MAX_WORKLOAD_REQUESTS = 4096  # bound on the work one run may ask for (files included)
+MAX_WORKLOAD_REQUESTS = 4096  # bound on the work one run may ask for (a file with more rows is sampled down)
 MAX_REQUEST_TOKENS = 1_000_000
-# A file of MAX_WORKLOAD_REQUESTS rows of two 7-digit numbers is ~66 kB; 1 MiB leaves room for spacing and
-# comments-free JSON, and bounds what a mistaken path (a log, a dataset) costs to refuse.
-MAX_WORKLOAD_BYTES = 1 << 20
+# A file may hold a day of traffic: up to MAX_FILE_ROWS rows are read, and a run serves a seeded window of them
+# (engine/workload_formats.py): DEFAULT_SAMPLE_REQUESTS of a file longer than MAX_WORKLOAD_REQUESTS rows, unless
+# the run asks for another count.
+MAX_FILE_ROWS = 100_000
+DEFAULT_SAMPLE_REQUESTS = 1024
+# MAX_FILE_ROWS rows of Mooncake's JSONL (about 250 bytes a row with its block hashes) are ~25 MB; 32 MiB bounds
+# what a mistaken path (a log, a dataset) costs to refuse. The served page takes far less (explorable.state).
+MAX_WORKLOAD_BYTES = 32 << 20
 MAX_JSON_DEPTH = 16  # the format's depth is 2 ({"prompt_len": [...]}): anything deeper is not a workload
 MAX_NUMBER_DIGITS = 20  # int() of a 5,000-digit JSON number would raise or take long; tokens fit in 7
 
@@ -281,8 +286,8 @@ def _validate_lengths(prompt: list, output: list, source: str, arrival: list | N
         raise WorkloadError(f"{source}: prompt_len has {len(prompt)} entries but output_len has {len(output)}")
     if not prompt:
         raise WorkloadError(f"{source}: no requests")
-    if len(prompt) > MAX_WORKLOAD_REQUESTS:
-        raise WorkloadError(f"{source}: {len(prompt)} requests; at most {MAX_WORKLOAD_REQUESTS} are allowed")
+    if len(prompt) > MAX_FILE_ROWS:
+        raise WorkloadError(f"{source}: {len(prompt):,} requests; at most {MAX_FILE_ROWS:,} rows are read")
     for name, values in (("prompt_len", prompt), ("output_len", output)):
         for i, v in enumerate(values):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
@@ -347,8 +352,22 @@ def _bad_constant(name: str):
     raise WorkloadError(f"{name} is not a token count")
 
 
-def parse_workload(text: str, source: str = "workload") -> Workload:
-    """Parse a CSV with header `prompt_len,output_len` (optionally `,arrival_s`) or the trace layout
+def raise_too_many_rows(source: str) -> None:
+    raise WorkloadError(f"{source}: more than {MAX_FILE_ROWS:,} rows; at most {MAX_FILE_ROWS:,} are read (cut the "
+                        "file, e.g. with head)")
+
+
+def parse_workload(text: str, source: str = "workload", sample: int | None = None, seed: int = 1) -> Workload:
+    """The requests of a workload file's text, in any layout engine/workload_formats.py reads (the project's
+    CSV or JSON, Azure's and BurstGPT's traces, Mooncake's JSONL), sampled to `sample` requests (a seeded
+    window) when the file has more rows, or to DEFAULT_SAMPLE_REQUESTS beyond MAX_WORKLOAD_REQUESTS rows."""
+    from engine.workload_formats import read_workload  # (it builds on this module's parsers)
+
+    return read_workload(text, source, sample=sample, seed=seed).workload
+
+
+def parse_rows(text: str, source: str = "workload") -> Workload:
+    """Every row of a CSV with header `prompt_len,output_len` (optionally `,arrival_s`) or the trace layout
     `TIMESTAMP,ContextTokens,GeneratedTokens`, or a JSON object {"prompt_len": [...], "output_len": [...]}
     (optionally "arrival_s": [...]). Timed requests are numbered in arrival order, the first at 0 s."""
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
@@ -401,7 +420,8 @@ def _csv_layout(header: list[str], source: str) -> tuple[list[int], int | None, 
             return ([header.index(prompt), header.index(output)], None if arrival is None else header.index(arrival),
                     [header.index(c) for c in PREFIX_COLUMNS] if prefix else None)
     raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len' (optionally with 'arrival_s' and/or "
-                        f"'prefix_group,prefix_len') or 'TIMESTAMP,ContextTokens,GeneratedTokens'; got "
+                        f"'prefix_group,prefix_len'), 'TIMESTAMP,ContextTokens,GeneratedTokens' (Azure) or "
+                        f"BurstGPT's 'Timestamp,Model,Request tokens,Response tokens,...'; got "
                         f"{_short(','.join(header))}")
 
 
@@ -428,9 +448,8 @@ def _parse_csv(text: str, source: str) -> Workload:
             header = [c.strip() for c in row]
             cols, at, pcols = _csv_layout(header, source)
             continue
-        if len(prompt) >= MAX_WORKLOAD_REQUESTS:  # checked while reading: never builds a huge list
-            raise WorkloadError(f"{source}: more than {MAX_WORKLOAD_REQUESTS} requests; "
-                                f"at most {MAX_WORKLOAD_REQUESTS} are allowed")
+        if len(prompt) >= MAX_FILE_ROWS:  # checked while reading: never builds a huge list
+            raise_too_many_rows(source)
         if len(row) != len(header):
             raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected {len(header)}")
         cells = [row[i].strip() for i in cols + (pcols or [])]
@@ -456,8 +475,9 @@ def _parse_csv(text: str, source: str) -> Workload:
                              shared if pcols else None)
 
 
-def load_workload(path: str | Path) -> Workload:
-    """Read a workload file (CSV or JSON, by content): a regular file of at most MAX_WORKLOAD_BYTES.
+def load_workload(path: str | Path, sample: int | None = None, seed: int = 1) -> Workload:
+    """Read a workload file (its layout found from its content; sampled as `parse_workload` says): a regular
+    file of at most MAX_WORKLOAD_BYTES.
 
     Devices (/dev/zero), pipes and FIFOs are refused before they are opened for reading (a FIFO would
     block, a device never ends); the size is checked again while reading, in case the file grows.
@@ -483,4 +503,4 @@ def load_workload(path: str | Path) -> Workload:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise WorkloadError(f"workload: {name} is not a UTF-8 text file") from None
-    return parse_workload(text, source=str(p)[:80])
+    return parse_workload(text, source=str(p)[:80], sample=sample, seed=seed)
