@@ -280,6 +280,21 @@ def _validate_prefixes(prompt: list, group: list, shared: list, source: str) -> 
     return groups, lens
 
 
+def _token_counts(values: list, name: str, source: str) -> np.ndarray:
+    """The list as int64 token counts in 1..MAX_REQUEST_TOKENS; the first bad entry named otherwise."""
+    if values and all(type(v) is int for v in values):  # (the CSV parsers' case, checked in C: a file's rows)
+        if 1 <= min(values) and max(values) <= MAX_REQUEST_TOKENS:
+            return np.array(values, dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
+            isinstance(v, float) and v.is_integer()
+        ):
+            raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
+        if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
+            raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
+    return np.array([int(v) for v in values], dtype=np.int64)
+
+
 def _validate_lengths(prompt: list, output: list, source: str, arrival: list | None = None,
                       group: list | None = None, shared: list | None = None) -> Workload:
     if len(prompt) != len(output):
@@ -288,15 +303,7 @@ def _validate_lengths(prompt: list, output: list, source: str, arrival: list | N
         raise WorkloadError(f"{source}: no requests")
     if len(prompt) > MAX_FILE_ROWS:
         raise WorkloadError(f"{source}: {len(prompt):,} requests; at most {MAX_FILE_ROWS:,} rows are read")
-    for name, values in (("prompt_len", prompt), ("output_len", output)):
-        for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
-                isinstance(v, float) and v.is_integer()
-            ):
-                raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
-            if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
-                raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
-    prompt_arr, output_arr = np.array([int(v) for v in prompt]), np.array([int(v) for v in output])
+    prompt_arr, output_arr = _token_counts(prompt, "prompt_len", source), _token_counts(output, "output_len", source)
     if (group is None) != (shared is None):
         raise WorkloadError(f"{source}: prefix_group and prefix_len go together; one of them is missing")
     groups, lens = (None, None) if group is None else (np.array(v) for v in _validate_prefixes(prompt, group,
@@ -335,6 +342,8 @@ def _json_number(text: str) -> int | float:
 
 def _json_depth(text: str) -> int:
     """Deepest nesting of [ and { (brackets inside strings count too: a workload has none)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # (counted in C: the usual case needs no walk)
+        return text.count("[") + text.count("{")
     depth = deepest = 0
     for ch in text:
         if ch in "[{":
