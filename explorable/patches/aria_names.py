@@ -4,6 +4,10 @@ What a screen reader finds on the page's controls without this (axe-core's WCAG 
 - a slider's handle is a `role="slider"` element with no name: the slider's title is a <div> beside it, not
   its label (axe: aria-input-field-name, ten sliders). Each handle is named by its slider's title.
 - a checkbox's text is a <div> after the <input>, not a <label> (axe: label). The input is named by it.
+- a plot's canvas takes the keyboard focus (BokehJS makes its events layer `tabIndex = 0`, for tools driven by
+  keys), with no focus drawn: five stops on the way through the page where a key does nothing (no plot here has
+  a keyboard tool; each chart's text alternative and data table are what a keyboard reader uses). The
+  canvases are left out of the tab order.
 - a button group (the quick stops, the allocation and unit toggles, the guided steps and the guides' tabs)
   lights its chosen button with a CSS class only: a screen reader hears every button alike. Each button
   says whether it is pressed (`aria-pressed`), and the group is a named `role="group"` (its name given by the
@@ -77,11 +81,16 @@ SCRIPT = """<script>
   after(radio, "_update_active", groupState);
   const toggles = proto("CheckboxButtonGroup", "_update_active");
   after(toggles, "_update_active", groupState);
+  let canvas = null;
+  try { canvas = Bokeh.require("models/canvas/canvas").CanvasView.prototype; } catch (e) { /* another BokehJS */ }
+  const untabbed = (view) => { if (view.events_el) view.events_el.tabIndex = -1; };
+  after(canvas, "initialize", untabbed);
   // The widgets drawn before this script ran.
   const name = (view) => {
     if (slider && view instanceof slider.constructor) sliderName(view);
     if (checkbox && view instanceof checkbox.constructor) checkboxName(view);
     if ((radio && view instanceof radio.constructor) || (toggles && view instanceof toggles.constructor)) groupState(view);
+    if (view.canvas_view) untabbed(view.canvas_view);
     for (const child of view.child_views || []) name(child);
   };
   const roots = Bokeh.index && (Bokeh.index.roots ? [...Bokeh.index.roots] : Object.values(Bokeh.index));

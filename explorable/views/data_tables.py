@@ -95,8 +95,8 @@ SCRIPT = """<script>
     curves(d) {
       const one = (name, label, unit) => {
         const line = d[`cb-curve-${name}`], here = d[`cb-curve-${name}-point`].x[0];
-        return line.x.map((x, i) => [`${label} ${fmt(x, x %% 1 ? 1 : 0)}${unit}` + (x === here ? " (you are here)" : ""),
-                                     fmt(line.y[i])]);
+        return Array.from(line.x, (x, i) => [  // (a typed array's own map would make numbers of the rows)
+          `${label} ${fmt(x, x %% 1 ? 1 : 0)}${unit}` + (x === here ? " (you are here)" : ""), fmt(line.y[i])]);
       };
       return table(CAPTIONS.curves, ["setting", "output tokens/s"],
                    [...one("max_num_seqs", "--max-num-seqs", ""), ...one("pool_gib", "pool", " GiB")]);
@@ -105,7 +105,8 @@ SCRIPT = """<script>
       const s = d["cb-traffic"];
       return table(CAPTIONS.traffic, ["offered (req/s)", "served (req/s)", "output tokens/s", "p99 TTFT (ms)",
                                       "p99 TPOT (ms)"],
-                   s.rate.map((r, i) => [fmt(r, 2), fmt(s.served[i], 2), fmt(s.tok_s[i]), fmt(s.ttft[i]), fmt(s.tpot[i], 1)]));
+                   Array.from(s.rate, (r, i) => [fmt(r, 2), fmt(s.served[i], 2), fmt(s.tok_s[i]), fmt(s.ttft[i]),
+                                                 fmt(s.tpot[i], 1)]));
     },
   };
   const open = new Set();  // the disclosures open now

@@ -3,7 +3,9 @@ line and steps under them. Stacked, three guides of 7 + 5 + 3 steps put the read
 second screen; one at a time, the chosen guide's steps sit right above the readouts they change.
 
 The page opens at the guide that holds its settings as a step (a link to a step under traffic opens the
-traffic guide), else at the first. Choosing a tab changes no control: it only shows another guide.
+traffic guide), else at the first, and follows the settings to another guide when they come to one of its
+steps while the guide shown has none (switching prefix caching on shows the prefix guide's first step).
+Choosing a tab changes no control: it only shows another guide.
 """
 from __future__ import annotations
 
@@ -18,9 +20,18 @@ from explorable.state.store import ExplorableState
 from explorable.views.guide import Guide, GuideSpec, matching_step
 
 
+def guide_at(state: ExplorableState, specs: list[GuideSpec], shown: int | None = None) -> int | None:
+    """The guide to show for the page's settings: `shown` while it has a step at them (or none does), else the
+    first guide that has one; None when none has and nothing is shown yet."""
+    if shown is not None and matching_step(state, specs[shown].steps) is not None:
+        return shown
+    return next((i for i, spec in enumerate(specs) if matching_step(state, spec.steps) is not None), shown)
+
+
 def opening_guide(state: ExplorableState, specs: list[GuideSpec]) -> int:
     """The guide a page opens at: the first one with a step at the page's settings, else the first."""
-    return next((i for i, spec in enumerate(specs) if matching_step(state, spec.steps) is not None), 0)
+    found = guide_at(state, specs)
+    return 0 if found is None else found
 
 
 class GuideTabs(pn.viewable.Viewer):
@@ -49,6 +60,10 @@ class GuideTabs(pn.viewable.Viewer):
         ]
         self.tabs.param.watch(self._chose, "value")
         self.param.watch(self._show, "chosen")
+        self.state.param.watch(self._follow, "trace")
+
+    def _follow(self, *_):
+        self.chosen = guide_at(self.state, [spec for spec, _ in self.guides], self.chosen)
 
     def _chose(self, event) -> None:
         if event.new is not None:

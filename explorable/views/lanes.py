@@ -16,7 +16,8 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
-    ColumnDataSource, CustomJS, CustomJSHover, CustomJSTransform, FixedTicker, HoverTool, LinearColorMapper, Range1d,
+    CDSView, ColumnDataSource, CustomJS, CustomJSFilter, CustomJSHover, CustomJSTransform, FixedTicker, HoverTool,
+    LinearColorMapper, Range1d,
 )
 from bokeh.plotting import figure
 
@@ -356,19 +357,11 @@ class LaneChart(pn.viewable.Viewer):
         # of time, double-click to see the whole run again. The strips share the time range.
         fig.js_on_event("doubletap", CustomJS(args={"r": self.x_range},
                                               code="r.start = r.reset_start; r.end = r.reset_end"))
-        span = dict(low=-0.5, high=len(palette.LANE_COLOURS) - 0.5)
-        mapper = LinearColorMapper(palette=list(palette.LANE_COLOURS), **span)
-        # Each state's pattern too (palette.LANE_PATTERNS): lost work is hatched, thrashing cross-hatched, cached
-        # tokens dotted, so that no state is told by its colour alone. Mapped in the browser from the state
-        # code the bars carry already: no column more to send.
-        patterns = CustomJSTransform(args={"patterns": list(palette.LANE_PATTERNS)},
-                                     v_func="return Array.from(xs, (s) => patterns[s] ?? ' ')")
+        mapper = LinearColorMapper(palette=list(palette.LANE_COLOURS), low=-0.5, high=len(palette.LANE_COLOURS) - 0.5)
         bars = fig.hbar(y="y", left="left", right="right", height=1.0, source=self.source,
                         fill_color={"field": "state", "transform": mapper}, line_color=None,
-                        hatch_pattern={"field": "state", "transform": patterns}, hatch_scale=6, hatch_weight=1.2,
-                        hatch_color={"field": "state", "transform": LinearColorMapper(
-                            palette=list(palette.HATCH_COLOURS), **span)},
                         hover_fill_alpha=1.0, hover_line_color="white", hover_line_width=1)
+        self._patterns(fig)
         # Lost work is often a few passes long: far under a pixel on a 20 s axis. A fixed-size marker at
         # its middle keeps it visible at full scale; zoom in and the bar itself shows the real extent. Its
         # shape tells ordinary loss (a square) from thrashing (a crossed square), as the bars' patterns do.
@@ -403,6 +396,17 @@ class LaneChart(pn.viewable.Viewer):
         fig.yaxis.axis_label_text_color = palette.MUTED
         fig.yaxis.major_label_text_color = palette.MUTED
         return fig
+
+    def _patterns(self, fig) -> None:
+        """Each state's pattern over its colour (palette.LANE_PATTERNS): lost work hatched, thrashing cross-hatched,
+        cached tokens dotted, so that no state is told by its colour alone. One renderer per pattern, over the
+        segments of its state only (picked in the browser from the state code the bars carry: no column more to
+        send), with one pattern each: a pattern given per segment costs BokehJS seconds to draw on every update."""
+        for state, source in ((palette.LOST, self.marks), (palette.THRASH, self.marks), (palette.CACHED, self.source)):
+            picked = CustomJSFilter(args={"code": state}, code="return Array.from(source.data.state, (s) => s === code)")
+            fig.hbar(y="y", left="left", right="right", height=1.0, source=source, view=CDSView(filter=picked),
+                     fill_color=None, line_color=None, hatch_pattern=palette.LANE_PATTERNS[state],
+                     hatch_color=palette.HATCH_COLOURS[state], hatch_scale=6, hatch_weight=1.2)
 
     def _update(self, *_):
         trace = self.state.trace

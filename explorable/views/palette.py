@@ -48,7 +48,7 @@ CAP_LINE = "#1d2330"  # the --max-num-seqs line on the batch strip
 CURRENT = "#d55e00"  # the current setting on the curves (Okabe-Ito vermillion)
 CURVE = "#0072b2"  # throughput curves (Okabe-Ito blue)
 BETTER = "#007a5a"  # a readout delta that is an improvement
-WORSE = "#b35900"  # a readout delta that is a regression
+WORSE = "#a85400"  # a readout delta that is a regression (4.9:1 on the readout cards' grey)
 TERMINAL_BG = "#14181f"
 # The lane chart's ground: dark, so that every lane colour, the light waiting grey and cached teal included,
 # stands out from it by 4:1 or more (WCAG 1.4.11 asks 3:1 of a chart's meaningful marks; on white the grey
