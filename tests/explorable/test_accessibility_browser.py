@@ -119,7 +119,7 @@ def test_open_tables_and_advanced_controls_meet_wcag_21_aa_too(server, browser):
         sync_api.expect(page.locator(".table-slot table")).to_have_count(4)
         page.locator(".advanced").first.get_by_text("Advanced").click()
         page.locator(".advanced select").first.wait_for()
-        settle(page)
+        page.wait_for_timeout(600)
         assert violations(page) == []
         # Each table lists what its chart shows: the lanes one row per request, the curves every point.
         assert page.locator('[data-table="lanes"] tbody tr').count() == 256
@@ -160,4 +160,35 @@ def test_keyboard_focus_is_drawn_on_every_control_and_reaches_the_log(server, br
             "els => els.map(e => getComputedStyle(e).backgroundImage)")
         assert patterns[0] == patterns[1] == "none" and all(p != "none" for p in patterns[2:])
     finally:
+        context.close()
+
+
+def test_nothing_animates_for_a_reader_who_asked_for_less_motion(server, browser):
+    """With `prefers-reduced-motion: reduce`, no element drawn on the page (in any shadow root) runs an animation or a
+    transition longer than a frame (an element that is not drawn, such as Panel's unused scroll buttons, cannot)."""
+    context = browser.new_context(viewport={"width": 390, "height": 800}, reduced_motion="reduce")
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(server)
+        sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible(
+            timeout=FIRST_PAGE_TIMEOUT_MS)
+        moving = page.evaluate("""() => {
+          const out = [], seconds = (t) => Math.max(...t.split(',').map((x) => parseFloat(x) * (x.includes('ms') ? 1e-3 : 1)));
+          const walk = (root) => {
+            for (const el of root.querySelectorAll('*')) {
+              const s = getComputedStyle(el);
+              const drawn = el.getClientRects().length > 0 && s.visibility !== 'hidden';
+              const moves = (s.animationName !== 'none' && seconds(s.animationDuration) > 0.02) ||
+                seconds(s.transitionDuration) > 0.02;
+              if (drawn && moves) out.push(el.className || el.tagName);
+              if (el.shadowRoot) walk(el.shadowRoot);
+            }
+          };
+          walk(document);
+          return out;
+        }""")
+        assert moving == [], f"still animated: {sorted(set(map(str, moving)))[:10]}"
+    finally:
+        page.wait_for_timeout(300)
         context.close()
