@@ -15,7 +15,7 @@ import json
 
 import panel as pn
 
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.views import palette
 
 # The ColumnDataSources a table reads, by the `name` their view gives them.

@@ -14,10 +14,11 @@ import html
 import panel as pn
 import param
 
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import ExplorableState
-from explorable.views.guide import Guide, GuideSpec, matching_step
+from explorable.views.guide import GuideSpec, matching_step
+from explorable.views.state_view import StateView, answer_reader
 
 
 def guide_at(state: ExplorableState, specs: list[GuideSpec], shown: int | None = None) -> int | None:
@@ -34,15 +35,13 @@ def opening_guide(state: ExplorableState, specs: list[GuideSpec]) -> int:
     return 0 if found is None else found
 
 
-class GuideTabs(pn.viewable.Viewer):
+class GuideTabs(StateView):
     """Tabs over the page's guides; only the chosen one is shown (with a single guide, no tabs)."""
 
-    state = param.ClassSelector(class_=ExplorableState)
     guides = param.List(item_type=tuple, doc="(GuideSpec, Guide) pairs, in tab order")
     chosen = param.Integer(default=0, bounds=(0, None), doc="the guide shown")
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         specs = [spec for spec, _ in self.guides]
         self.chosen = opening_guide(self.state, specs)
         self.tabs = pn.widgets.RadioButtonGroup(
@@ -60,11 +59,12 @@ class GuideTabs(pn.viewable.Viewer):
         ]
         self.tabs.param.watch(self._chose, "value")
         self.param.watch(self._show, "chosen")
-        self.state.param.watch(self._follow, "trace")
 
-    def _follow(self, *_):
+    def refresh(self) -> None:
+        """A new run: show the guide that has it as a step, if the one shown has not."""
         self.chosen = guide_at(self.state, [spec for spec, _ in self.guides], self.chosen)
 
+    @answer_reader
     def _chose(self, event) -> None:
         if event.new is not None:
             self.chosen = event.new

@@ -14,16 +14,16 @@ from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d,
 from bokeh.plotting import figure
 
 from engine import Trace
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.views import palette
 from explorable.views.data_tables import table_toggle
 from explorable.views.in_words import strips_in_words, words_html
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
-from explorable.state.store import ExplorableState
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
+from explorable.views.state_view import StateView
 from explorable.views.text_pane import TextHTML
 
 MAX_POINTS = 2000
@@ -90,14 +90,12 @@ def _strip(x_range, height, y_label, show_time_axis):
     return fig
 
 
-class Strips(pn.viewable.Viewer):
+class Strips(StateView):
     """Batch size and KV cache usage per pass, sharing the lane chart's time range."""
 
-    state = param.ClassSelector(class_=ExplorableState)
     x_range = param.ClassSelector(class_=Range1d)
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.batch_source = ColumnDataSource({"x": [], "y": []}, name="cb-strips-batch")  # named for the table
         self.kv_source = ColumnDataSource({"x": [], "y": []}, name="cb-strips-kv")
 
@@ -134,10 +132,8 @@ class Strips(pn.viewable.Viewer):
             pn.pane.Bokeh(self.kv_fig, sizing_mode="stretch_width"),
             css_classes=["strips"], sizing_mode="stretch_width", margin=0,
         )
-        self.state.param.watch(self._update, "trace")
-        self._update()
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         trace = self.state.trace
         if trace is None:
             return

@@ -78,13 +78,13 @@ def test_each_charts_words_change_with_the_state_and_carry_its_readouts(default_
 
 def test_the_request_rate_curves_in_words_follow_the_rate_and_the_targets():
     app = page(arrival="rate", request_rate=4.0)
-    app.views["traffic_curve"]._update()
+    app.views["traffic_curve"].refresh()
     said = words(app, "traffic_curve")
     assert "keeps up with the offered rate" in said and "(target 1,000 ms)" in said
     app.state.slo_ttft_ms = 500.0
     assert "(target 500 ms)" in words(app, "traffic_curve")
     app.state.request_rate = 16.0
-    app.views["traffic_curve"]._update()
+    app.views["traffic_curve"].refresh()
     assert words(app, "traffic_curve") != said
 
 
