@@ -420,10 +420,22 @@ def default_work_root() -> Path:
     return Path(tempfile.gettempdir()) / "cb-explorable-export"
 
 
+def code_digest() -> str:
+    """A digest of the code that draws the states (the engine, its kernels, the explorable and its stylesheet):
+    an interrupted build resumed after the code changed starts afresh instead of mixing two versions' states."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for path in sorted([*root.glob("engine/**/*.py"), *root.glob("kernels/**/*.py"), *root.glob("explorable/**/*.py"),
+                        *root.glob("explorable/**/*.js"), *root.glob("assets/*.css")]):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def work_dir(out: Path, stops: dict[str, tuple], root: Path | None = None) -> Path:
-    """The resume cache of a build of `stops` into `out`: outside `out`, one per site folder and grid (two
-    builds into different folders, or of different grids, never share one)."""
-    key = json.dumps({"out": str(out.resolve()), "stops": {n: [str(v) for v in stops[n]] for n in GRID_ORDER}})
+    """The resume cache of a build of `stops` into `out`: outside `out`, one per site folder, grid and version of
+    the code (two builds into different folders, of different grids or by different code never share one)."""
+    key = json.dumps({"out": str(out.resolve()), "stops": {n: [str(v) for v in stops[n]] for n in GRID_ORDER},
+                      "code": code_digest()})
     return (root or default_work_root()) / _digest(key.encode(), 16)
 
 

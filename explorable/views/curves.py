@@ -108,9 +108,9 @@ def style_axes(fig, x_label: str, y_label: str) -> None:
 class _Curve:
     """One throughput curve (line, sample dots, the current point and a vertical marker)."""
 
-    def __init__(self, name: str, values, x_label: str, ticks, tick_labels, unit: str, fmt: str = "{:g}"):
+    def __init__(self, name: str, values, x_label: str, ticks, tick_labels, unit: str, said_as: str = ""):
         self.name, self.values = name, values
-        self.said = (x_label, unit, fmt)  # how its text alternative names the setting and its values
+        self.said_as, self.unit = said_as or x_label, unit  # how its text alternative names the setting
         self.line = ColumnDataSource({"x": [], "y": []}, name=f"cb-curve-{name}")  # named for the data table
         self.point = ColumnDataSource({"x": [], "y": []}, name=f"cb-curve-{name}-point")
         self.figure = _curve_figure(x_label, ticks, tick_labels)
@@ -140,8 +140,7 @@ class _Curve:
         set_data(self.point, {"x": [current], "y": [float(here[0]) if len(here) else math.nan]})
         self.marker.location = current
         self.figure.y_range.update(start=0, end=float(top) * 1.12)
-        what, unit, fmt = self.said
-        return curve_in_words(what, unit, data, current, fmt)
+        return curve_in_words(self.said_as, self.unit, data, current)
 
 
 def _hand_over(doc, deliver, done: tuple) -> None:
@@ -168,8 +167,7 @@ class Curves(StateView):
         self.by_seqs = _Curve("max_num_seqs", SEQ_SWEEP, "--max-num-seqs", ticks, [str(t) for t in ticks], "")
         pool_ticks = (1, 2, 4, 8, 16, 32, 64)
         self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
-                              [str(t) for t in pool_ticks], " GiB")
-        self.by_pool.said = ("the KV cache pool", " GiB", "{:g}")
+                              [str(t) for t in pool_ticks], " GiB", said_as="the KV cache pool")
         self.words = TextHTML("", css_classes=["chart-words"], sizing_mode="stretch_width", margin=(2, 10, 0, 10),
                               stylesheets=[stylesheet()])
         self._config = None
