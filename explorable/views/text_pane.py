@@ -9,11 +9,16 @@ parameter (visible, css_classes, styles...) still goes through Panel's own path,
 from __future__ import annotations
 
 import panel as pn
+import param
 from bokeh.model import Model
 
 
 class TextHTML(pn.pane.HTML):
     """`pn.pane.HTML` whose `object` updates send only the new text."""
+
+    # Attributes of the pane's own element, which stays while its text changes: a live region's `aria-live`
+    # must sit on an element that is there before the text it announces (Bokeh's UIElement.html_attributes).
+    html_attributes = param.Dict(default={}, doc="HTML attributes of the pane's element (aria-live, role...)")
 
     def _update(self, ref: str, model: Model) -> None:
         if self.enable_streaming:  # Panel's streaming protocol needs its own path
