@@ -7,9 +7,10 @@ One module per patch. Each says what it works around and names the library versi
 of our own), that is used instead.
 
 `install()` below applies them all, once per process. A library outside a patch's tested range is not
-patched: one log line says so, and that library's own behaviour stays (every patch is a speed-up or a
-workaround the page can live without: it builds and answers clicks with any of them off). An operator can
-turn patches off by name with EXPLORABLE_PATCHES_OFF=name,name (or `all`) to rule one out after an upgrade.
+patched: one log line says so (naming the versions, the ranges tested and the patches left out), and that
+library's own behaviour stays (every patch is a speed-up or a workaround the page can live without: it builds
+and answers clicks with any of them off). An operator can turn patches off by name with
+EXPLORABLE_PATCHES_OFF=name,name (or `all`) to rule one out after an upgrade.
 """
 from __future__ import annotations
 
@@ -90,26 +91,29 @@ _reported: set[tuple[str, str]] = set()  # (library, version) already said in th
 def install() -> dict[str, bool]:
     """Apply every patch whose libraries are in its tested range (idempotent); {name: active} for each.
 
-    A library outside a patch's range leaves that patch out (uninstalled, should it have been in): one log
-    line per library and version names the range tested and the patches left out."""
+    A library outside a patch's range leaves that patch out (uninstalled, should it have been in), and one
+    log line names the libraries, the ranges tested and the patches left out (once per process)."""
     off = turned_off()
-    left_out: dict[tuple[str, str], list[ModuleType]] = {}
+    outside: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (library, version) -> {(low, high)}
+    left_out = []
     for module in modules():
-        outside = untested(module)
-        for key in outside:
-            left_out.setdefault(key, []).append(module)
-        if outside or name_of(module) in off:
+        untested_here = untested(module)
+        for library, version in untested_here:
+            outside.setdefault((library, version), set()).add(module.TESTED[library])
+        if untested_here:
+            left_out.append(name_of(module))
+        if untested_here or name_of(module) in off:
             module.uninstall()
         else:
             module.install()
-    for (library, version), skipped in left_out.items():
-        if (library, version) in _reported:
-            continue
-        _reported.add((library, version))
-        ranges = sorted({f"{m.TESTED[library][0]} to before {m.TESTED[library][1]}" for m in skipped})
-        log.warning("explorable.patches: %s %s is outside the versions these patches were tested on (%s); left "
-                    "out, %s keeps its own behaviour (the page works, some updates cost more): %s", library,
-                    version, "; ".join(ranges), library, ", ".join(name_of(m) for m in skipped))
+    news = sorted(key for key in outside if key not in _reported)
+    if news:
+        _reported.update(news)
+        ranges = {key: ", ".join(f"{lo} to before {hi}" for lo, hi in sorted(outside[key])) for key in news}
+        said = "; ".join(f"{library} {version} (tested: {ranges[library, version]})" for library, version in news)
+        log.warning("explorable.patches: %s outside the versions these patches were tested on; left out, so "
+                    "the library keeps its own behaviour (the page works, some updates cost more): %s", said,
+                    ", ".join(left_out))
     return active()
 
 

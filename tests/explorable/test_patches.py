@@ -97,13 +97,13 @@ def test_an_untested_version_leaves_its_patches_out_with_one_log_line(reinstalle
     assert {name for name, on in state.items() if not on} == panel_patches
     assert importlib.import_module("panel.io.location")._get_location_params is plain_params  # Panel's own
     lines = [r.getMessage() for r in caplog.records if r.name == "explorable.patches"]
-    assert len(lines) == 1 and "panel 1.10.0" in lines[0] and "1.9.4 to before 1.10" in lines[0]
+    assert len(lines) == 1 and "panel 1.10.0 (tested: 1.9.4 to before 1.10)" in lines[0]
     assert all(name in lines[0] for name in panel_patches)
     assert Message.send is not plain_send  # Bokeh's patches, in range, are on
 
 
-def test_out_of_range_patches_nothing_at_all(reinstalled, monkeypatch, caplog):
-    """Every library out of range: not one of the libraries' attributes is replaced."""
+def test_out_of_range_patches_nothing_and_says_so_in_one_line(reinstalled, monkeypatch, caplog):
+    """Every library out of range: not one of the libraries' attributes is replaced, and one line says why."""
     for module in MODULES.values():
         module.uninstall()
     monkeypatch.setattr(patches, "installed_version", lambda lib: "99.0")
@@ -117,7 +117,9 @@ def test_out_of_range_patches_nothing_at_all(reinstalled, monkeypatch, caplog):
     after = (Message.send, location._get_location_params, location.parse_query,
              serialization.Serializer._encode_bytes, pn.viewable.Layoutable.param.stylesheets.item_type)
     assert after == before
-    assert len([r for r in caplog.records if r.name == "explorable.patches"]) == 3  # panel, bokeh, tornado
+    lines = [r.getMessage() for r in caplog.records if r.name == "explorable.patches"]
+    assert len(lines) == 1 and all(f"{lib} 99.0" in lines[0] for lib in ("panel", "bokeh", "tornado"))
+    assert all(name in lines[0] for name in patches.NAMES)
 
 
 @pytest.mark.parametrize("version, tested, inside", [
