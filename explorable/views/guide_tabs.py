@@ -15,6 +15,7 @@ import panel as pn
 import param
 
 from explorable.views.assets import stylesheet
+from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import ExplorableState
 from explorable.views.guide import GuideSpec, matching_step
@@ -49,6 +50,7 @@ class GuideTabs(StateView):
             css_classes=["button-row", "guide-tabs"], sizing_mode="stretch_width", margin=(4, 0, 2, 0),
             stylesheets=[stylesheet()], visible=len(specs) > 1)
         answer_at_once(self.tabs)  # a click on a tab shows its guide at once, not after Panel's 50 ms debounce
+        settle_crossings(self.tabs)  # the server moves the tabs too (following the settings): the reader's click wins
         self.panels = [
             pn.Column(
                 pn.pane.HTML(f'<p class="guide-about">{html.escape(spec.about)}</p>', stylesheets=[stylesheet()],
