@@ -7,15 +7,13 @@ with its strips, the curves and the log terminal; and ties the controls to the p
 from __future__ import annotations
 
 import html
-from urllib.parse import parse_qsl
 
 import panel as pn
 import param
-from panel.reactive import Syncable
 
-from explorable.state import background
-from explorable.patches import aria_names, inline_arrays, prompt_writes
-from explorable.page import links, startup, url
+from explorable import patches
+from explorable.patches import aria_names
+from explorable.page import startup, url
 from explorable.views import projector
 from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.views.controls import Controls
@@ -32,7 +30,7 @@ from explorable.views.traffic_curve import TrafficCurve
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.strips import Strips
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 TITLE = "Continuous batching is not a bigger batch"
 LEDE = (
@@ -42,40 +40,11 @@ LEDE = (
 )
 
 
-def _one_message_per_browser_event() -> None:
-    """Send everything one browser event changes (a click, a slider release) as one PATCH-DOC message.
-
-    Panel handles a browser event without holding the document (it holds only for notebooks), so each
-    watcher's changes go out as a message of their own: a click on a --max-num-seqs stop sent 13, and
-    the browser restyled and relaid the page once per message. Held, they are combined (a property set
-    twice goes once) and written together when the event has been handled.
-    """
-    for name in ("_change_event", "_process_bokeh_event"):
-        original = getattr(Syncable, name, None)
-        if original is None or getattr(original, "_explorable_held", False):
-            continue  # a Panel without this hook: updates still work, as several messages
-
-        def held(self, doc, *args, _original=original, **kwargs):
-            background.foreground_busy()  # the curves' worker waits while a reader's change is answered
-            try:
-                with pn.io.hold(doc):
-                    return _original(self, doc, *args, **kwargs)
-            finally:
-                background.foreground_busy()
-
-        held._explorable_held = True
-        setattr(Syncable, name, held)
-
-
 def configure() -> None:
-    """Once per process: Panel's extension for this app, tolerant links, one message per browser event, and
-    numba's compiled scheduler and the default runs prepared in the background. (A served app also puts up the
-    public server's boundaries: `explorable.server.install()`.)"""
-    url.install()
-    links.install()
-    _one_message_per_browser_event()
-    inline_arrays.install()
-    prompt_writes.install()
+    """Once per process: the library patches (explorable.patches), Panel's extension for this app, and numba's
+    compiled scheduler and the default runs prepared in the background. (A served app also puts up the public
+    server's boundaries: `explorable.server.install()`.)"""
+    patches.install()
     # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
     # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
     pn.extension(
@@ -250,7 +219,7 @@ class ExplorableApp(pn.viewable.Viewer):
             styles={"flex": "1 1 560px", "min-width": "0"},
         )
         return pn.Column(
-            same_sheet_kept(),  # first, so that the page's first updates are painted with it
+            *same_sheet_kept(),  # first, so that the page's first updates are painted with it
             aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
             tables_script(),  # each chart's data as a table, built in the browser when the reader opens it
             _header(),
@@ -271,5 +240,5 @@ def build_app(state: ExplorableState | None = None, sync: bool = True) -> Explor
         url.sync_url(state)
         location = pn.state.location
         if location is not None:
-            wants_projector = projector.wanted(dict(parse_qsl((location.search or "").lstrip("?"))))
+            wants_projector = projector.wanted(url.link_query(location))
     return ExplorableApp(state=state, projector=wants_projector)

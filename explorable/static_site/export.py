@@ -296,7 +296,7 @@ def unused_files(doc) -> set[str]:
         (used if any(issubclass(h, cls) for h in held) else unused).update(listed)
     area = pn.state.notifications
     if area is not None and not any(type(m).__name__ == "NotificationArea" for m in doc.models):
-        unused.update(files(type(area), ("__javascript__", "__css__", "_stylesheets")))
+        unused.update(files(type(area), ("__javascript__", "__css__")))
     norm = lambda f: re.sub(r"^.*?static/", "static/", PANEL_CDN.sub("static/extensions/panel/", f)).split("?")[0]  # noqa: E731
     return {norm(f) for f in unused} - {norm(f) for f in used}
 

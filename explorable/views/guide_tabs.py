@@ -50,7 +50,7 @@ class GuideTabs(StateView):
             css_classes=["button-row", "guide-tabs"], sizing_mode="stretch_width", margin=(4, 0, 2, 0),
             stylesheets=[stylesheet()], visible=len(specs) > 1)
         answer_at_once(self.tabs)  # a click on a tab shows its guide at once, not after Panel's 50 ms debounce
-        settle_crossings(self.tabs)  # the page sets it too (following the settings): the reader's latest click wins
+        settle_crossings(self.tabs)  # the server moves the tabs too (following the settings): the reader's click wins
         self.panels = [
             pn.Column(
                 pn.pane.HTML(f'<p class="guide-about">{html.escape(spec.about)}</p>', stylesheets=[stylesheet()],

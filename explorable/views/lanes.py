@@ -29,7 +29,7 @@ from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.sources import set_data
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView

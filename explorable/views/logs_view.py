@@ -14,7 +14,7 @@ from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, larg
 from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.state.control_specs import PRODUCTION_NAMES
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
 

@@ -15,7 +15,7 @@ from engine import RunConfig
 from engine.latency import good_requests
 from explorable.views.assets import stylesheet
 from explorable.views.state_view import StateView
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 
 @dataclass(frozen=True)

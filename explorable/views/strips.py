@@ -24,7 +24,7 @@ from explorable.views.sources import set_data
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 MAX_POINTS = 2000
 KV_QUANTUM = 2.0**-10  # cache usage (0..1) in steps of 1/1,024: a 130 px strip draws 1/130

@@ -20,7 +20,7 @@ from explorable.views.assets import stylesheet
 from explorable.views.curves import style_axes
 from explorable.views.data_tables import table_toggle
 from explorable.views.in_words import traffic_in_words, words_html
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data

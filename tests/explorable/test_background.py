@@ -48,7 +48,7 @@ def served_page(monkeypatch):
     """A state and its curves in a document that looks served; next-tick callbacks captured, not run."""
     doc = Document()
     doc._session_context = lambda: types.SimpleNamespace(server_context=None, id="test",
-                                                         request=types.SimpleNamespace(arguments={}))
+                                                        request=types.SimpleNamespace(arguments={}))
     ticks = []
     monkeypatch.setattr(doc, "add_next_tick_callback", lambda fn: ticks.append(fn))
     charged = []
