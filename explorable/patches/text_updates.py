@@ -12,6 +12,7 @@ HTML pane, recomputing every property on each change of text.
 from __future__ import annotations
 
 import panel as pn
+import param
 from bokeh.model import Model
 
 TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
@@ -32,6 +33,10 @@ def active() -> bool:
 
 class TextHTML(pn.pane.HTML):
     """`pn.pane.HTML` whose `object` updates send only the new text (while this patch is active)."""
+
+    # Attributes of the pane's own element, which stays while its text changes: a live region's `aria-live`
+    # must sit on an element that is there before the text it announces (Bokeh's UIElement.html_attributes).
+    html_attributes = param.Dict(default={}, doc="HTML attributes of the pane's element (aria-live, role...)")
 
     def _update(self, ref: str, model: Model) -> None:
         if not active() or self.enable_streaming:  # Panel's streaming protocol needs its own path
