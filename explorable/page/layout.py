@@ -220,7 +220,7 @@ class ExplorableApp(pn.viewable.Viewer):
         )
         return pn.Column(
             *same_sheet_kept(),  # first, so that the page's first updates are painted with it
-            aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
+            *aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
             tables_script(),  # each chart's data as a table, built in the browser when the reader opens it
             _header(),
             # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
