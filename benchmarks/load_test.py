@@ -777,7 +777,7 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--sessions", type=int, default=60, help="concurrent sessions (default 60)")
     p.add_argument("--num-threads", type=int, default=0,
-                   help="panel serve --num-threads (default 0: no thread pool, the recommendation; see README)")
+                   help="panel serve --num-threads (default 0: no thread pool, the recommendation; see docs/serving.md)")
     p.add_argument("--server-args", default=RECOMMENDED, help=f"other panel serve flags (default: {RECOMMENDED!r})")
     p.add_argument("--processes", type=int, default=1,
                    help="independent servers on their own ports, sessions pinned round-robin (default 1)")

@@ -103,9 +103,9 @@ def _section(title: str, note: str = "") -> pn.pane.HTML:
 
 
 # Tells a course page that frames the explorable how tall it is, whenever that changes, so the page can
-# size the iframe to fit (README, "Embedding in a course page"). The message is a plain object; a parent
+# size the iframe to fit (docs/embedding.md, "Embed the served app"). The message is a plain object; a parent
 # that does not listen ignores it. A frame sized to its page never scrolls itself, so a results bar kept in
-# sight by `position: sticky` would stay at the frame's top: the README's snippet answers with the part of
+# sight by `position: sticky` would stay at the frame's top: the documented snippet answers with the part of
 # the frame that is on screen (VIEWPORT_MESSAGE: `top`, the px of the frame above the parent's window), and
 # the page hands that to its stylesheet as --cb-view-top (the bar's sticky offset).
 EMBED_MESSAGE = "continuous-batching-explorable:height"
@@ -220,7 +220,7 @@ class ExplorableApp(pn.viewable.Viewer):
         )
         return pn.Column(
             *same_sheet_kept(),  # first, so that the page's first updates are painted with it
-            aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
+            *aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
             tables_script(),  # each chart's data as a table, built in the browser when the reader opens it
             _header(),
             # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.

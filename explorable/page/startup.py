@@ -181,7 +181,7 @@ def wait(timeout: float | None = None) -> bool:
 
 
 def _warming_up() -> bool:
-    """`panel serve --warm` (and the /liveness page check) build a page with no server behind the session."""
+    """`panel serve --warm` (and the /health page check) build a page with no server behind the session."""
     doc = pn.state.curdoc
     context = doc.session_context if doc is not None else None
     return context is not None and context.server_context is None

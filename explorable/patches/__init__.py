@@ -22,7 +22,7 @@ from types import ModuleType
 log = logging.getLogger(__name__)
 
 NAMES = ("paint_fix", "prompt_writes", "crossed_changes", "prompt_changes", "inline_arrays", "odd_links",
-         "text_updates", "direct_styles", "stylesheet_models", "panel_cleanup")
+         "text_updates", "direct_styles", "stylesheet_models", "panel_cleanup", "aria_names")
 OFF_VARIABLE = "EXPLORABLE_PATCHES_OFF"
 
 

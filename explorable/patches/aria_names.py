@@ -16,6 +16,13 @@ What a screen reader finds on the page's controls without this (axe-core's WCAG 
 The script goes in an invisible pane at the top of the page, as explorable.patches.paint_fix's does: it wraps
 the views' own methods through BokehJS's module loader (`Bokeh.require`), names the widgets already drawn
 once, and does nothing where a class or method is not there (another BokehJS).
+
+Written against BokehJS 3.9.2: the views' `render` of `Slider` and `Checkbox`, `Slider._update_title`,
+`Checkbox._update_label`, `_update_active` of `RadioButtonGroup` and `CheckboxButtonGroup`, and
+`CanvasView.initialize` (seven entry points, each wrapped only where it is there), reading the views'
+`slider_el`, `checkbox_el`, `_buttons` and `events_el`. Off: the page has no such pane; the widgets are drawn
+as BokehJS draws them (no names on the slider handles or checkboxes, no pressed state, plots' canvases in the
+tab order), so the page works but fails those WCAG checks.
 """
 from __future__ import annotations
 
@@ -24,6 +31,22 @@ import json
 import panel as pn
 
 MARK = "__cbAriaNamed"  # set on each patched prototype
+TESTED = {"bokeh": ("3.9.0", "3.10")}  # from the first version tried to the first release line not tried
+ENTRY_POINTS = 7  # BokehJS view methods the script wraps
+_installed = [False]
+
+
+def install() -> None:
+    """Pages built from now on carry the script (`named_widgets`)."""
+    _installed[0] = True
+
+
+def uninstall() -> None:
+    _installed[0] = False
+
+
+def active() -> bool:
+    return _installed[0]
 
 
 SCRIPT = """<script>
@@ -99,8 +122,11 @@ SCRIPT = """<script>
 </script>"""
 
 
-def named_widgets(groups: dict[str, str]) -> pn.pane.HTML:
+def named_widgets(groups: dict[str, str]) -> list[pn.pane.HTML]:
     """An invisible pane whose script names the page's sliders, checkboxes and button groups for assistive
-    technology (see the module's docstring); `groups`: a button group's name by its CSS class."""
+    technology (see the module's docstring), or nothing while the patch is off; `groups`: a button group's
+    name by its CSS class."""
+    if not active():
+        return []
     script = SCRIPT % {"groups": json.dumps(groups).replace("</", "<\\/"), "mark": MARK}
-    return pn.pane.HTML(script, margin=0, height=0, sizing_mode="stretch_width", css_classes=["aria-names"])
+    return [pn.pane.HTML(script, margin=0, height=0, sizing_mode="stretch_width", css_classes=["aria-names"])]

@@ -173,6 +173,6 @@ class LivePanel(StateView):
 
     def __panel__(self):
         # Hidden where there is no GPU to measure on: a control nobody can use, on every CPU-only server, is
-        # noise. The reason stays in `self.reason` (and the README's live section says how to enable it).
+        # noise. The reason stays in `self.reason` (and docs/live-gpu.md says how to enable it).
         return pn.Column(self.toggle, self.reason, self.run_button, self.cancel_button, self.progress, self.status,
                          sizing_mode="stretch_width", margin=0, css_classes=["live"], visible=self.available)

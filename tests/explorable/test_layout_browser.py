@@ -1,5 +1,5 @@
 """The page on every screen, in headless Chromium against a real `panel serve app.py`: phone (320, 390 px),
-a course page's column (820 px) and a laptop (1280 px); the README's iframe snippet; the projector view.
+a course page's column (820 px) and a laptop (1280 px); the documented iframe snippet (docs/embedding.md); the projector view.
 
 Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the playwright package; skipped otherwise.
 Screenshots land in artifacts/ for a person to look at.
@@ -116,9 +116,10 @@ def test_the_page_fits_the_screen(server, browser, width, query):
 
 
 def readme_snippet() -> str:
-    """The README's iframe snippet (the html block under "Embedding in a course page"), as a course page uses it."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Embedding in a course page"):]
+    """The documented iframe snippet (docs/embedding.md's html block under "Embed the served app"), as a course
+    page uses it."""
+    text = (ROOT / "docs" / "embedding.md").read_text()
+    section = text[text.index("## Embed the served app"):]
     return re.search(r"```html\n(.*?)```", section, re.S).group(1)
 
 

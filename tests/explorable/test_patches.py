@@ -2,7 +2,8 @@
 a click with any one of them off; a library outside a patch's tested range leaves it out, with one log line.
 
 (What each patch does is pinned by its own tests: test_inline_arrays, test_prompt_writes, test_prompt_changes,
-test_crossed_clicks_browser, test_stylesheet, test_paint_in_sight_browser, test_relayout_browser, test_query_fuzz.)
+test_crossed_clicks_browser, test_stylesheet, test_paint_in_sight_browser, test_relayout_browser, test_query_fuzz,
+test_accessibility_browser; text_updates and aria_names below.)
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from panel.io.state import set_curdoc
 
 from explorable import patches
 from explorable.page.layout import build_app
+from explorable.patches import aria_names, text_updates
 from tests.conftest import ROOT
 from tests.explorable.served_app import (
     FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, panel_serve, readout, skip_without_chromium,
@@ -81,6 +83,47 @@ def test_with_the_patch_off_the_page_builds_and_answers_a_click(name, reinstalle
     chosen = guide.chosen
     guide.next.clicks += 1  # a button
     assert guide.chosen == chosen + 1 and app.state.control_values() != {**app.state.defaults(), "pool_gib": 2.0}
+
+
+def test_every_module_of_the_package_is_a_named_patch():
+    """A patch added to explorable/patches/ without its name in NAMES would escape install() and these tests."""
+    files = {p.stem for p in (ROOT / "explorable" / "patches").glob("*.py") if p.stem != "__init__"}
+    assert files == set(patches.NAMES)
+    for module in MODULES.values():
+        assert set(module.TESTED) <= {"panel", "bokeh", "tornado"} and callable(module.uninstall)
+
+
+def test_text_updates_sends_the_text_alone_and_off_goes_through_panel(reinstalled, monkeypatch):
+    """Active: a change of text sets the model's text without Panel recomputing the pane's properties; off:
+    Panel's own path (its `_get_properties`, the 1-2 ms this saves). The browser gets the same text either way."""
+    recomputed: list[int] = []
+    plain = pn.pane.HTML._get_properties
+    monkeypatch.setattr(pn.pane.HTML, "_get_properties", lambda self, doc: recomputed.append(1) or plain(self, doc))
+    for on in (True, False):
+        text_updates.install() if on else text_updates.uninstall()
+        doc = Document()
+        pane = text_updates.TextHTML("<p>one</p>", html_attributes={"aria-live": "polite"})
+        model = pane.get_root(doc)
+        doc.add_root(model)
+        changed: list[str] = []
+        doc.on_change(lambda e: changed.append(getattr(e, "attr", "")))
+        recomputed.clear()
+        pane.object = "<p>two</p>"
+        assert "two" in model.text and model.html_attributes == {"aria-live": "polite"} and changed == ["text"]
+        assert bool(recomputed) is not on, (on, recomputed)
+
+
+def test_aria_names_puts_its_script_on_the_page_only_while_active(reinstalled):
+    """Active: one invisible pane whose script names every control's button groups; off: no such pane."""
+    def scripts() -> list[str]:
+        app = build_app(sync=False)
+        return [p.object for p in pn.panel(app).select(pn.pane.HTML) if "aria-names" in p.css_classes]
+
+    aria_names.install()
+    (script,) = scripts()
+    assert '"stop-max_num_seqs": "' in script and '"guide-tabs": "guides"' in script and "aria-pressed" in script
+    aria_names.uninstall()
+    assert scripts() == []
 
 
 def test_an_untested_version_leaves_its_patches_out_with_one_log_line(reinstalled, monkeypatch, caplog):
@@ -146,7 +189,7 @@ def test_the_served_page_with_every_patch_off_answers_a_click(browser):
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url)
         sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=FIRST_PAGE_TIMEOUT_MS)
-        assert page.locator(".paint-fix").count() == 0  # the BokehJS patch is not on the page
+        assert page.locator(".paint-fix, .aria-names").count() == 0  # the BokehJS patches are not on the page
         page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(r"^\s*64\s*$")).click()
         sync_api.expect(readout(page, "preemptions")).to_have_text("0")
         sync_api.expect(readout(page, "peak_batch")).to_have_text("64")

@@ -2,7 +2,7 @@
 device scale factor, touch and mobile viewport), on the served page and on the static build: the page is laid out
 at the device's width (not a 980 px desktop page shrunk to the screen), nothing scrolls sideways, and after a tap
 on a control its result is on the screen without scrolling (the results bar stays in sight beside the controls).
-Also the README's iframe snippet in an 820 px course column: the frame is sized to the page, so its results bar
+Also the documented iframe snippet (docs/embedding.md) in an 820 px course column: the frame is sized to the page, so its results bar
 follows the course page's scroll (explorable.page.layout's viewport message).
 
 Screenshots land in artifacts/.

@@ -170,9 +170,10 @@ def test_the_static_page_passes_the_served_apps_layout_checks(site, browser, wid
 
 
 def test_the_readme_iframe_snippet_sizes_the_frame_to_the_static_page(site, site_dir, browser):
-    """The README's snippet ("Embed without a server") in an 820 px course column: no inner scrollbar."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Embed without a server"):]
+    """The documented snippet (docs/embedding.md, "Embed without a server") in an 820 px course column: no inner
+    scrollbar."""
+    text = (ROOT / "docs" / "embedding.md").read_text()
+    section = text[text.index("## Embed without a server"):]
     snippet = re.search(r"```html\n(.*?)```", section, re.DOTALL).group(1)
     assert "https://course.example.edu/explorable/index.html" in snippet
     snippet = snippet.replace("https://course.example.edu/explorable/index.html", site)
