@@ -13,7 +13,7 @@ import panel as pn
 import param
 from panel.reactive import Syncable
 
-from explorable.state import background
+from explorable.state import background, your_workload
 from explorable.server import budget, health, log_limits
 from explorable.patches import inline_arrays, prompt_writes
 from explorable.page import links, startup, url
@@ -28,6 +28,7 @@ from explorable.views.logs_view import LogView
 from explorable.patches.paint_fix import same_sheet_kept
 from explorable.views.readouts import Readouts
 from explorable.views.traffic_curve import TrafficCurve
+from explorable.views.your_workload import YourWorkload
 from explorable.state.store import ExplorableState
 from explorable.views.strips import Strips
 from explorable.views.text_pane import TextHTML
@@ -162,6 +163,8 @@ class ExplorableApp(pn.viewable.Viewer):
                                               "build, which has no traffic states, leaves them out)")
     prefix = param.Boolean(default=True, doc="the steps with prefix caching (the static build, which has no caching "
                                              "states, leaves them out)")
+    workload = param.Boolean(default=True, doc="the 'Your workload, your server' section (the static build, which "
+                                               "cannot read a reader's file, leaves it out and says so)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -182,6 +185,9 @@ class ExplorableApp(pn.viewable.Viewer):
             "logs": LogView(state=state),
             "share": url.ShareLink(state=state),
         }
+        if self.workload:
+            self.views["your_workload"] = YourWorkload(state=state)
+            _forget_file_with_the_session(state)
         if self.projector:
             url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
@@ -203,10 +209,14 @@ class ExplorableApp(pn.viewable.Viewer):
         prefix_steps = [_section("Then, with prefix caching", "(computed prompt blocks kept for reuse)"),
                         v["prefix_guide"]]
         traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
+        yours = [v["your_workload"]] if self.workload else [_section(
+            "Your workload, your server", "(your own lengths, trace file and vLLM log lines need the served "
+            "explorable: this page has no server to read them)")]
         main = pn.Column(
             v["guide"],
             *(traffic_steps if self.traffic else []),
             *(prefix_steps if self.prefix else []),
+            *yours,
             v["notices"],
             v["readouts"],
             v["lanes"],
@@ -235,6 +245,13 @@ class ExplorableApp(pn.viewable.Viewer):
             css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
             styles=dict(projector.STYLES) if self.projector else {},
         )
+
+
+def _forget_file_with_the_session(state: ExplorableState) -> None:
+    """When the reader's session ends, what its file made (cached runs, views' data) goes with it."""
+    if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+        return
+    pn.state.on_session_destroyed(lambda _context: your_workload.forget(state.uploaded))
 
 
 def build_app(state: ExplorableState | None = None, sync: bool = True) -> ExplorableApp:

@@ -20,7 +20,8 @@ from engine.settings import parse_bool
 from explorable.page import links
 from explorable.state import runs
 from explorable.page.assets import stylesheet
-from explorable.state.store import CONTROLS, FLOAT_CONTROLS, SLO_CONTROLS, ExplorableState
+from explorable.state.store import ALL_CONTROLS, CONTROLS, FLOAT_CONTROLS, SLO_CONTROLS, WORKLOAD_CONTROLS, \
+    ExplorableState
 from explorable.views.text_pane import TextHTML
 
 _panel_parse_query = panel_location.parse_query
@@ -65,6 +66,8 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
             if isinstance(text, str) and text.lower() == label.lower():
                 return choice
         raise ValueError("one of " + ", ".join(str(c) for c in choices))
+    if p.allow_None and (text is None or (isinstance(text, str) and text.lower() in ("", "none", "null"))):
+        return None  # an optional control left empty (the two-number form's fields)
     lo, hi = p.bounds
     is_int = isinstance(p, param.Integer)
     what = f"{'a whole number' if is_int else 'a number'} from {lo:,g} to {hi:,g}"
@@ -88,7 +91,7 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
     """
     notices: list[str] = []
     accepted: dict[str, Any] = {}
-    for name in (*CONTROLS, *SLO_CONTROLS):
+    for name in (*ALL_CONTROLS, *SLO_CONTROLS):
         if name not in query:
             continue
         raw = query[name]
@@ -155,7 +158,7 @@ def sync_url(state: ExplorableState) -> None:
     def write_url(*_):
         location.search = "?" + urlencode(query_values(state))
 
-    state.param.watch(write_url, [*CONTROLS, *SLO_CONTROLS])
+    state.param.watch(write_url, [*ALL_CONTROLS, *SLO_CONTROLS])
     # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
     # query once it has, so the address bar names every control from the start.
     pn.state.onload(write_url)
@@ -167,9 +170,13 @@ _PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakre
 
 
 def query_values(state: ExplorableState) -> dict[str, str]:
-    """Every control as its URL text (what Location.sync writes), then the page's flags."""
+    """Every control as its URL text (what Location.sync writes), then the page's flags. The two-number form's
+    fields are written only when they differ from the starting point (a link never carries a file)."""
     out = {}
-    for name in (*CONTROLS, *SLO_CONTROLS):
+    defaults = state.defaults()
+    for name in (*CONTROLS, *SLO_CONTROLS, *WORKLOAD_CONTROLS):
+        if name in WORKLOAD_CONTROLS and getattr(state, name) == defaults[name]:
+            continue
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)
     out.update(_PAGE_FLAGS.get(state, {}))
@@ -195,7 +202,7 @@ class ShareLink(pn.viewable.Viewer):
         super().__init__(**params)
         self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
                              css_classes=["share"], visible=pn.state.location is not None)
-        self.state.param.watch(self._update, [*CONTROLS, *SLO_CONTROLS])
+        self.state.param.watch(self._update, [*ALL_CONTROLS, *SLO_CONTROLS, "uploaded"])
         self._update()
 
     def _update(self, *_):
@@ -203,7 +210,9 @@ class ShareLink(pn.viewable.Viewer):
         if location is None:
             return
         # Relative to the page itself, so it names the explorable's own server even inside an iframe.
-        self.pane.object = share_html(f"{location.pathname or ''}?{urlencode(query_values(self.state))}")
+        self.pane.object = share_html(f"{location.pathname or ''}?{urlencode(query_values(self.state))}") + (
+            ' <span class="muted">(your file is not in the link: whoever opens it sees the starting workload)</span>'
+            if self.state.uploaded is not None else "")
 
     def __panel__(self):
         return self.pane

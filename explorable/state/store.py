@@ -11,7 +11,7 @@ from typing import Any
 
 import param
 
-from engine import RunConfig, Trace
+from engine import ConfigError, RunConfig, Trace, Workload
 from engine.settings import SETTINGS
 from engine.config import pool_beyond_gpu
 from explorable.state import runs
@@ -24,6 +24,10 @@ CONTROLS = (
     "enable_prefix_caching", "system_prompt_len", "turns",
 )
 FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness")
+# "Your workload" (explorable/views/your_workload.py): the two-number form and its request count and seed. Part of
+# the run and of the link, but not of the sidebar nor of the static build, which leaves that section out.
+WORKLOAD_CONTROLS = ("requests", "seed", "output_p50", "output_p99", "prompt_p50", "prompt_p99")
+ALL_CONTROLS = CONTROLS + WORKLOAD_CONTROLS
 # SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
 SLO_CONTROLS = ("slo_ttft_ms", "slo_tpot_ms")
 
@@ -73,6 +77,12 @@ class ExplorableState(param.Parameterized):
     enable_prefix_caching = control("enable_prefix_caching")
     system_prompt_len = control("system_prompt_len")
     turns = control("turns")
+    requests = control("requests")
+    seed = control("seed")
+    output_p50 = control("output_p50")
+    output_p99 = control("output_p99")
+    prompt_p50 = control("prompt_p50")
+    prompt_p99 = control("prompt_p99")
     slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
                                doc="A request meets its SLO when its first token comes within this long.")
     slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",
@@ -85,6 +95,10 @@ class ExplorableState(param.Parameterized):
     notices = param.List(default=[], item_type=str, precedence=-1, doc="messages for the reader (bad link values)")
     pool_warning = param.String(default="", precedence=-1,
                                 doc="why this pool could not be had on the chosen GPU beside the weights, or ''")
+    # A reader's own file (explorable.state.your_workload): held here for the session only, never in the link.
+    uploaded = param.ClassSelector(class_=Workload, default=None, allow_None=True, precedence=-1,
+                                   doc="the requests of the reader's file, or None")
+    upload_read = param.Parameter(default=None, precedence=-1, doc="what was read of that file (a WorkloadRead)")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -92,20 +106,45 @@ class ExplorableState(param.Parameterized):
 
     # -- running ----------------------------------------------------------------------------------
     def control_values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in CONTROLS}
+        return {name: getattr(self, name) for name in ALL_CONTROLS}
 
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
-        values = self.control_values()
+        return self.config_for(self.control_values())
+
+    def config_for(self, values: dict[str, Any]) -> RunConfig:
+        """The engine's config for these control values, with the reader's file when one is in use."""
+        values = dict(values)
         for name in FLOAT_CONTROLS:
             values[name] = float(values[name])
-        return RunConfig(**values)
+        if values.get("arrival") == "workload" and (self.uploaded is None or self.uploaded.arrival_s is None):
+            raise ConfigError("'at the file's times' needs a workload file with arrival times: upload one under "
+                              "Your workload, or choose all at once or arriving at a rate")
+        return RunConfig(**values, workload=self.uploaded)
+
+    def use_file(self, read: Any) -> None:
+        """Serve the requests of a file that was read (a WorkloadRead): its own times if it has them."""
+        workload = read.workload
+        timed = workload.arrival_s is not None and bool(workload.arrival_s.any())
+        self.param.update(output_p50=None, output_p99=None, prompt_p50=None, prompt_p99=None, upload_read=read,
+                          uploaded=workload, arrival="workload" if timed else (
+                              "all-at-once" if self.arrival == "workload" else self.arrival))
+
+    def drop_file(self) -> None:
+        """Back to a generated workload (the file is forgotten)."""
+        self.param.update(uploaded=None, upload_read=None,
+                          arrival="all-at-once" if self.arrival == "workload" else self.arrival)
+
+    @param.depends("output_p50", watch=True)
+    def _two_numbers_replace_the_file(self) -> None:
+        if self.output_p50 is not None and self.uploaded is not None:
+            self.drop_file()
 
     @property
     def slo_targets(self) -> dict[str, float]:
         return {"ttft": float(self.slo_ttft_ms), "tpot": float(self.slo_tpot_ms)}
 
-    @param.depends(*CONTROLS, watch=True)
+    @param.depends(*ALL_CONTROLS, "uploaded", watch=True)
     def _run(self) -> None:
         try:
             cfg = self.run_config()
@@ -137,14 +176,15 @@ class ExplorableState(param.Parameterized):
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
-        self.param.update(**{name: self.param[name].default for name in (*CONTROLS, *SLO_CONTROLS)})
+        self.param.update(**{name: self.param[name].default for name in (*ALL_CONTROLS, *SLO_CONTROLS)},
+                          uploaded=None, upload_read=None)
 
     def defaults(self) -> dict[str, Any]:
         # Declared once per class and never changed: read once (the guides compare every step with the
         # controls on every update, and param's lookups cost about 20 us a control).
         cls = type(self)
         if "_control_defaults" not in cls.__dict__:
-            cls._control_defaults = {name: cls.param[name].default for name in CONTROLS}
+            cls._control_defaults = {name: cls.param[name].default for name in ALL_CONTROLS}
         return dict(cls._control_defaults)
 
     def add_notice(self, text: str) -> None:

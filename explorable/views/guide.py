@@ -166,7 +166,9 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
 
 
 def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
-    """The step whose settings are exactly the current controls, if any."""
+    """The step whose settings are exactly the current controls, if any (a reader's own file is no step's)."""
+    if state.uploaded is not None:
+        return None
     current = state.control_values()
     for i in range(len(steps)):
         if step_settings(state, i, steps) == current:
@@ -215,7 +217,7 @@ class Guide(pn.viewable.Viewer):
         # later guide's first step is an invitation.
         self.linked = not self._at_start() and all(
             matching_step(self.state, steps) is None for steps in (STEPS, TRAFFIC_STEPS, PREFIX_STEPS))
-        self.state.param.watch(self._refresh, ["trace", "run_error"])
+        self.state.param.watch(self._refresh, ["trace", "run_error", "uploaded"])
         self.param.watch(self._refresh, "chosen")
         self._refresh()
 
@@ -233,13 +235,14 @@ class Guide(pn.viewable.Viewer):
         self._going = True
         try:
             self.chosen = index
-            self.state.param.update(**step_settings(self.state, index, self.steps))
+            self.state.param.update(**step_settings(self.state, index, self.steps), uploaded=None, upload_read=None)
         finally:
             self._going = False
         self._refresh()
 
     def _at_start(self) -> bool:
-        return all(getattr(self.state, name) == value for name, value in self.state.defaults().items())
+        return self.state.uploaded is None and all(getattr(self.state, name) == value
+                                                   for name, value in self.state.defaults().items())
 
     def _refresh(self, *_):
         if self._going:
