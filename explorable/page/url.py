@@ -171,11 +171,14 @@ _PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakre
 
 def query_values(state: ExplorableState) -> dict[str, str]:
     """Every control as its URL text (what Location.sync writes), then the page's flags. The two-number form's
-    fields are written only when they differ from the starting point (a link never carries a file)."""
+    fields go in when it is in use (with its request count and seed), or when changed from the starting point;
+    a link never carries a file."""
     out = {}
     defaults = state.defaults()
+    two_numbers = state.output_p50 is not None
     for name in (*CONTROLS, *SLO_CONTROLS, *WORKLOAD_CONTROLS):
-        if name in WORKLOAD_CONTROLS and getattr(state, name) == defaults[name]:
+        if name in WORKLOAD_CONTROLS and (getattr(state, name) is None or (
+                not two_numbers and getattr(state, name) == defaults[name])):
             continue
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)

@@ -49,9 +49,10 @@ class WorkloadGuide(pn.viewable.Viewer):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.buttons = pn.widgets.RadioButtonGroup(
-            options={f"{i + 1}. {step.title}": i for i, step in enumerate(WALK)}, value=None,
+            options={f"{i + 1}. {step.title}": i for i, step in enumerate(WALK)},
             css_classes=["button-row", "yw-step-button"], sizing_mode="stretch_width", margin=(2, 6),
             stylesheets=[stylesheet()])
+        self.buttons.value = None  # (Panel starts a button group at its first option, whatever it is given)
         self.buttons.param.watch(lambda e: e.new is not None and self.go(e.new), "value")
         self.text = TextHTML(self._text(None), stylesheets=[stylesheet()], margin=(2, 8), sizing_mode="stretch_width",
                              css_classes=["yw-step-text"])

@@ -19,7 +19,7 @@ from functools import partial
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, Label, Range1d, Span
+from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d, Span
 from bokeh.plotting import figure
 
 from engine import RunConfig, WorkloadError
@@ -118,6 +118,7 @@ class YourWorkload(pn.viewable.Viewer):
         for item in (self.p50_mark, self.p99_mark, self.p50_label, self.p99_label):
             fig.add_layout(item)
         fig.yaxis.ticker.desired_num_ticks = 3
+        fig.xaxis.formatter = NumeralTickFormatter(format="0,0")  # 1,000 rather than 10^3
         without_unused_variants(fig)
         self.histogram = fig
 
