@@ -73,6 +73,17 @@ class YourWorkload(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
+        # Folded until the reader opens it, and built then: its ~60 models (a chart among them) would otherwise
+        # be built and sent with every page, opened or not, and its comparison run for every change.
+        self._built = False
+        self.card = pn.Card(pn.pane.HTML("<div></div>", height=0, margin=0), title="Your workload, your server",
+                            collapsed=True, sizing_mode="stretch_width", margin=(8, 6), css_classes=["your-workload"])
+        self.card.param.watch(self._opened, "collapsed")
+        self._gain_for: RunConfig | None = None
+        self.state.param.watch(self._refresh, ["trace", "uploaded", "upload_read"])
+        self.state.param.watch(self._numbers_from_state, [name for name, _label in NUMBER_FIELDS])
+
+    def _build_parts(self) -> None:
         s = self.state
         field = dict(sizing_mode="stretch_width", margin=(2, 6), styles={"flex": "1 1 140px", "min-width": "0"})
         self.numbers = {name: pn.widgets.IntInput(label=label, value=getattr(s, name), start=s.param[name].bounds[0],
@@ -94,11 +105,6 @@ class YourWorkload(pn.viewable.Viewer):
         self._build_histogram()
         self.diagnosis = DiagnosisView(state=s)
         self.guide = WorkloadGuide(section=self)
-        self._reading = False  # a file is being read on the worker
-        self._gain_for: RunConfig | None = None
-        s.param.watch(self._refresh, ["trace", "uploaded", "upload_read"])
-        s.param.watch(self._numbers_from_state, [name for name, _label in NUMBER_FIELDS])
-        self._refresh()
 
     # -- the histogram -------------------------------------------------------------------------------------
     def _build_histogram(self) -> None:
@@ -151,6 +157,8 @@ class YourWorkload(pn.viewable.Viewer):
         self.state.param.update(**values)
 
     def _numbers_from_state(self, *_):
+        if not self._built:
+            return
         for name, widget in self.numbers.items():
             if widget.value != getattr(self.state, name):
                 widget.value = getattr(self.state, name)
@@ -162,7 +170,6 @@ class YourWorkload(pn.viewable.Viewer):
             return
         name, seed = self.upload.filename, self.state.seed
         self.upload.clear()  # (the page keeps what was read, not the bytes: the browser's copy is let go too)
-        self._reading = True
         self._say("reading", f"Reading {html.escape(your_workload.display_name(name))}\u2026")
         doc = pn.state.curdoc
         work = partial(runs.collecting, partial(_read, data, name, seed))
@@ -174,7 +181,6 @@ class YourWorkload(pn.viewable.Viewer):
     def _deliver_upload(self, outcome, simulated_s: float) -> None:
         """On the page's thread: charge the reading and its runs to the page; show the file or its one error."""
         read, read_s = outcome
-        self._reading = False
         if runs.background_meter is not None:
             runs.background_meter(read_s + simulated_s)
         if isinstance(read, str):
@@ -203,7 +209,7 @@ class YourWorkload(pn.viewable.Viewer):
     # -- what is shown -----------------------------------------------------------------------------------------
     def _refresh(self, *_):
         s = self.state
-        if s.trace is None:
+        if s.trace is None or not self._built:  # (never opened: nothing here is drawn, nor its comparison run)
             return
         lengths = s.upload_read.all_output_len if s.uploaded is not None and s.upload_read is not None else \
             s.trace.workload.output_len
@@ -238,21 +244,20 @@ class YourWorkload(pn.viewable.Viewer):
         if self.state.config == cfg:
             self._refresh()
 
-    def __panel__(self):
+    def _body(self) -> pn.Column:
         numbers = pn.FlexBox(*self.numbers.values(), flex_wrap="wrap", sizing_mode="stretch_width", margin=0)
         note = lambda text, css="yw-note": pn.pane.HTML(f"<div>{text}</div>", css_classes=[css],  # noqa: E731
                                                           stylesheets=[stylesheet()], margin=(2, 6),
                                                           sizing_mode="stretch_width")
-        body = pn.Column(
+        heading = lambda text: pn.pane.HTML(f"<h3>{text}</h3>", css_classes=["group-heading"],  # noqa: E731
+                                            stylesheets=[stylesheet()], margin=(8, 6, 0, 6))
+        return pn.Column(
             note("Bring your own traffic: every view on this page (readouts, lanes, curves, log lines) then shows "
                  "it, under every control. Measure p50 and p99 of completion_tokens over a day of responses, or "
                  "upload the trace itself."),
             self.guide,
-            pn.pane.HTML("<h3>From two numbers</h3>", css_classes=["group-heading"], stylesheets=[stylesheet()],
-                         margin=(8, 6, 0, 6)),
-            numbers, self.show_numbers,
-            pn.pane.HTML("<h3>From a file</h3>", css_classes=["group-heading"], stylesheets=[stylesheet()],
-                         margin=(8, 6, 0, 6)),
+            heading("From two numbers"), numbers, self.show_numbers,
+            heading("From a file"),
             note("The project's CSV <code>prompt_len,output_len[,arrival_s]</code>, Azure's trace "
                  "<code>TIMESTAMP,ContextTokens,GeneratedTokens</code>, BurstGPT's CSV or Mooncake's JSONL (its "
                  "<code>hash_ids</code> become shared prompt blocks for prefix caching). "
@@ -262,8 +267,18 @@ class YourWorkload(pn.viewable.Viewer):
             self.diagnosis,
             sizing_mode="stretch_width", margin=0,
         )
-        return pn.Card(body, title="Your workload, your server", collapsed=True, sizing_mode="stretch_width",
-                       margin=(8, 6), css_classes=["your-workload"])
+
+    def _opened(self, event) -> None:
+        """The reader unfolds the section: it is built then (a page that never opens it pays nothing for it)."""
+        if event.new or self._built:
+            return
+        self._build_parts()
+        self._built = True
+        self.card.objects = [self._body()]
+        self._refresh()
+
+    def __panel__(self):
+        return self.card
 
 
 def _read(data: bytes, name: str | None, seed: int) -> tuple:

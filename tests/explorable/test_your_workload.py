@@ -23,7 +23,19 @@ from tests.explorable.served_app import ROOT, WEBSOCKET_MAX_MESSAGE_SIZE
 @pytest.fixture
 def page():
     state = ExplorableState()
-    return state, build_app(state, sync=False).views["your_workload"]
+    view = build_app(state, sync=False).views["your_workload"]
+    view.card.collapsed = False  # the reader opens the section (it is built then)
+    return state, view
+
+
+def test_a_folded_section_builds_and_runs_nothing():
+    state = ExplorableState()
+    view = build_app(state, sync=False).views["your_workload"]
+    assert len(view.card.objects) == 1 and not hasattr(view, "summary")  # nothing built
+    state.max_num_seqs = 64
+    assert not runs.has_throughput(RunConfig(max_num_seqs=64, unit="request"))  # nor run
+    view.card.collapsed = False
+    assert "yw-gain-value" in view.summary.object and len(view.card.objects) == 1
 
 
 def test_a_file_becomes_the_run_of_every_view_and_back(page):
@@ -148,6 +160,7 @@ def _doc_with_page():
     doc = Document()
     state = ExplorableState()
     app = build_app(state, sync=False)
+    app.views["your_workload"].card.collapsed = False
     doc.add_root(app.__panel__().get_root(doc))
     return doc
 
