@@ -122,13 +122,22 @@ class ExplorableState(param.Parameterized):
                               "Your workload, or choose all at once or arriving at a rate")
         return RunConfig(**values, workload=self.uploaded)
 
-    def use_file(self, read: Any) -> None:
-        """Serve the requests of a file that was read (a WorkloadRead): its own times if it has them."""
+    def _file_values(self, read: Any) -> dict[str, Any]:
         workload = read.workload
         timed = workload.arrival_s is not None and bool(workload.arrival_s.any())
-        self.param.update(output_p50=None, output_p99=None, prompt_p50=None, prompt_p99=None, upload_read=read,
-                          uploaded=workload, arrival="workload" if timed else (
-                              "all-at-once" if self.arrival == "workload" else self.arrival))
+        return dict(output_p50=None, output_p99=None, prompt_p50=None, prompt_p99=None,
+                    arrival="workload" if timed else ("all-at-once" if self.arrival == "workload" else self.arrival))
+
+    def file_config(self, read: Any) -> RunConfig:
+        """The config `use_file(read)` will run (thread-safe: reads the controls, changes nothing)."""
+        values = {**self.control_values(), **self._file_values(read)}
+        for name in FLOAT_CONTROLS:
+            values[name] = float(values[name])
+        return RunConfig(**values, workload=read.workload)
+
+    def use_file(self, read: Any) -> None:
+        """Serve the requests of a file that was read (a WorkloadRead): its own times if it has them."""
+        self.param.update(**self._file_values(read), upload_read=read, uploaded=read.workload)
 
     def drop_file(self) -> None:
         """Back to a generated workload (the file is forgotten)."""

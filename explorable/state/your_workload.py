@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +23,21 @@ from engine.diagnose import Diagnosis, LogError, diagnose_text
 from engine.presets import GPUS, MODELS
 from engine.quantile_workload import p99_over_p50
 from engine.workload import MAX_FILE_ROWS, Workload
-from engine.workload_formats import WorkloadRead, read_workload
+from engine.workload_formats import WorkloadRead, first_requests, read_workload
 from explorable.state import runs
 from explorable.state.bounded_cache import drop_everywhere
 
 MAX_UPLOAD_BYTES = 2_000_000  # 2 MB: base64 makes it 2.67 MB in the page's message (the README allows 3 MiB)
 UPLOAD_SAMPLE = 1024  # requests the page serves of a longer file (a seeded window)
+# ... and at most this many tokens (prompts and outputs), five times the article's workload (415,845): one run's
+# work grows with its tokens, and a page runs dozens for its curves. A window of 1,024 prompts of 20,000 tokens
+# made a run of 400,000 passes (0.7 s, a 74 MB trace) and its curves half a minute of the server's time.
+MAX_WINDOW_TOKENS = 2_000_000
 MAX_PASTE_CHARS = 8192
 LIMITS_TEXT = (f"At most {MAX_UPLOAD_BYTES / 1e6:g} MB and {MAX_FILE_ROWS:,} rows; a longer file is served as a "
-               f"window of {UPLOAD_SAMPLE:,} consecutive requests drawn by the seed. Read in this page's session "
-               "only: not saved, not logged, not in the link.")
+               f"window of {UPLOAD_SAMPLE:,} consecutive requests drawn by the seed, and of at most "
+               f"{MAX_WINDOW_TOKENS / 1e6:g} million tokens. Read in this page's session only: not saved, not logged, "
+               "not in the link.")
 SAMPLES = Path(__file__).resolve().parents[2] / "assets" / "samples"
 SAMPLE_TRACE = SAMPLES / "burstgpt-style-chat.csv"  # the guided step's file (docs/your-workload.md says how made)
 SAMPLE_LOG = SAMPLES / "vllm-log-memory-cap.txt"
@@ -61,7 +66,22 @@ def read_upload(data: bytes, filename: str | None, seed: int) -> WorkloadRead:
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{name} is not a UTF-8 text file (byte {exc.start:,} is not text): expected a CSV, JSON "
                             "or JSONL file") from None
-    return read_workload(text, name, sample=UPLOAD_SAMPLE, seed=seed)
+    return within_token_bound(read_workload(text, name, sample=UPLOAD_SAMPLE, seed=seed))
+
+
+def within_token_bound(read: WorkloadRead) -> WorkloadRead:
+    """The read with its served requests cut to the first ones whose tokens fit MAX_WINDOW_TOKENS (at least one)."""
+    wl = read.workload
+    tokens = np.cumsum(wl.prompt_len + wl.output_len)
+    if tokens[-1] <= MAX_WINDOW_TOKENS:
+        return read
+    count = max(1, int(np.searchsorted(tokens, MAX_WINDOW_TOKENS, side="right")))
+    return replace(read, workload=first_requests(wl, count))
+
+
+def cut_to_token_bound(read: WorkloadRead) -> bool:
+    """Was the served window cut short by MAX_WINDOW_TOKENS?"""
+    return read.workload.num_requests < min(read.rows, UPLOAD_SAMPLE)
 
 
 def read_sample_trace(seed: int = 1) -> WorkloadRead:

@@ -42,7 +42,8 @@ class DiagnosisView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.paste = pn.widgets.TextAreaInput(placeholder=PLACEHOLDER, max_length=your_workload.MAX_PASTE_CHARS,
+        self.paste = pn.widgets.TextAreaInput(label="vLLM log lines (at most 8 kB)", placeholder=PLACEHOLDER,
+                                              max_length=your_workload.MAX_PASTE_CHARS,
                                               height=120, sizing_mode="stretch_width", margin=(4, 6),
                                               css_classes=["yw-paste"])
         self.max_num_seqs = pn.widgets.IntInput(label="your --max-num-seqs (optional)", value=None, start=1,

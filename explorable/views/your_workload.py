@@ -52,6 +52,9 @@ def source_sentence(state: ExplorableState) -> str:
     if state.uploaded is not None and read is not None:
         window = (f"; a window of {read.workload.num_requests:,} consecutive requests from request "
                   f"{read.window_start + 1:,} is served (drawn by the seed)" if read.sampled else "")
+        if your_workload.cut_to_token_bound(read):
+            window += (f", cut to the {read.workload.num_requests:,} whose prompts and outputs fit the page's "
+                       f"{your_workload.MAX_WINDOW_TOKENS / 1e6:g} million tokens")
         failed = f"; {read.skipped:,} failed requests (0 tokens) left out" if read.skipped else ""
         timed = "; it has arrival times: traffic arrives at the file's times" if read.workload.arrival_s is not None \
             and read.workload.arrival_s.any() else ""
@@ -92,7 +95,8 @@ class YourWorkload(pn.viewable.Viewer):
         self.show_numbers = pn.widgets.Button(label="Show this workload", css_classes=["yw-show"], margin=(6, 6),
                                               stylesheets=[stylesheet()])
         self.show_numbers.on_click(self._apply_numbers)
-        self.upload = pn.widgets.FileInput(accept=".csv,.json,.jsonl,.txt,text/csv,application/json",
+        self.upload = pn.widgets.FileInput(label="Workload file (CSV, JSON or JSONL, at most 2 MB)",
+                                           accept=".csv,.json,.jsonl,.txt,text/csv,application/json",
                                            css_classes=["yw-upload"], margin=(4, 6), sizing_mode="stretch_width")
         self.upload.param.watch(self._uploaded, "value")
         self.back = pn.widgets.Button(label="Back to the article's workload", css_classes=["yw-back"], margin=(6, 6),
@@ -172,7 +176,7 @@ class YourWorkload(pn.viewable.Viewer):
         self.upload.clear()  # (the page keeps what was read, not the bytes: the browser's copy is let go too)
         self._say("reading", f"Reading {html.escape(your_workload.display_name(name))}\u2026")
         doc = pn.state.curdoc
-        work = partial(runs.collecting, partial(_read, data, name, seed))
+        work = partial(runs.collecting, partial(_read, data, name, seed, self.state.file_config))
         if doc is None or doc.session_context is None:
             self._deliver_upload(*work())
             return
@@ -281,13 +285,20 @@ class YourWorkload(pn.viewable.Viewer):
         return self.card
 
 
-def _read(data: bytes, name: str | None, seed: int) -> tuple:
-    """On the worker: (what was read or the error line, seconds spent reading)."""
+def _read(data: bytes, name: str | None, seed: int, config_for=None) -> tuple:
+    """On the worker: (what was read or the error line, seconds spent reading). With `config_for` (the page's
+    settings for a workload), its run is simulated and summed up here too, so the page's own thread finds it
+    cached (a reader's workload may be far longer than the article's)."""
     started = time.perf_counter()
     try:
         read = your_workload.read_upload(data, name, seed)
     except WorkloadError as exc:
         return str(exc), time.perf_counter() - started
+    if config_for is not None:
+        try:
+            runs.run(config_for(read)).summary()
+        except runs.RUN_ERRORS:
+            pass  # the page's thread says why, as for any setting that cannot run
     return read, time.perf_counter() - started
 
 

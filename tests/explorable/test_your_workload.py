@@ -209,3 +209,16 @@ def test_the_shipped_samples_read_as_their_layouts():
     assert your_workload.verdict(your_workload.distribution(read.all_output_len).ratio)[0] == "open-ended"
     assert your_workload.diagnose_paste(your_workload.sample_log(), 256).case == "memory-cap"
     assert Path(your_workload.SAMPLE_TRACE).stat().st_size < 50_000
+
+
+def test_a_file_of_long_prompts_is_served_only_as_far_as_the_page_s_token_bound():
+    rows = "".join(f"{20_000 + i},{500 + i},{i * 0.05:.2f}\n" for i in range(3000))
+    read = your_workload.read_upload(("prompt_len,output_len,arrival_s\n" + rows).encode(), "long.csv", 1)
+    wl = read.workload
+    assert int((wl.prompt_len + wl.output_len).sum()) <= your_workload.MAX_WINDOW_TOKENS
+    assert 0 < wl.num_requests < your_workload.UPLOAD_SAMPLE and your_workload.cut_to_token_bound(read)
+    state = ExplorableState()
+    view = build_app(state, sync=False).views["your_workload"]
+    view.card.collapsed = False
+    view._deliver_upload((read, 0.0), 0.0)
+    assert f"cut to the {wl.num_requests:,}" in view.summary.object
