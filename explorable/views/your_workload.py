@@ -27,11 +27,14 @@ from engine.workload_formats import WorkloadRead
 from explorable.page.assets import stylesheet
 from explorable.state import background, runs, your_workload
 from explorable.state.store import ExplorableState
+from explorable.state.view_data import derived
 from explorable.views import palette
 from explorable.views.curves import _hand_over, style_axes
 from explorable.views.diagnosis import DiagnosisView
 from explorable.views.glyphs import without_unused_variants
-from explorable.views.lanes import BACKEND
+from explorable.views.lanes import BACKEND, lane_view_data
+from explorable.views.logs_view import log_html
+from explorable.views.strips import strip_series
 from explorable.views.sources import set_data
 from explorable.views.text_pane import TextHTML
 from explorable.views.upload_limit import upload_limit_script
@@ -296,10 +299,19 @@ def _read(data: bytes, name: str | None, seed: int, config_for=None) -> tuple:
         return str(exc), time.perf_counter() - started
     if config_for is not None:
         try:
-            runs.run(config_for(read)).summary()
+            _prepare(runs.run(config_for(read)))
         except runs.RUN_ERRORS:
             pass  # the page's thread says why, as for any setting that cannot run
     return read, time.perf_counter() - started
+
+
+def _prepare(trace) -> None:
+    """What the page's views will read of a run, computed here and kept where they look it up (the summary,
+    the requests' timing, the lanes', strips' and log's data): the page's thread then only sends it."""
+    trace.summary()
+    trace.timing()
+    for view, build in (("lanes", lane_view_data), ("strips", strip_series), ("logs", log_html)):
+        derived(view, trace, build)
 
 
 def _known_gain(cfg: RunConfig | None):
