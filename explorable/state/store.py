@@ -1,7 +1,7 @@
 """The explorable's single source of truth: the controls, the run they give, and what the reader is told.
 
-No Panel here. The controls are parameters (bounds and labels declared once, widgets generated from them,
-the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
+No Panel here. The controls are parameters, one per entry of explorable.state.control_specs (bounds and
+labels declared once, widgets generated from them, the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
 the previous summary kept for the readouts' deltas. A setting the engine refuses never raises: it becomes
 `run_error` and the last good run stays on screen. Links are read and written in `explorable.page.url`.
 """
@@ -12,81 +12,25 @@ from typing import Any
 import param
 
 from engine import ConfigError, RunConfig, Trace, Workload
-from engine.settings import SETTINGS
 from engine.config import pool_beyond_gpu
 from explorable.state import runs
-
-# Every control, in the order the sidebar and the URL list them. Names are RunConfig's (and vLLM's).
-CONTROLS = (
-    "max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread",
-    "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
-    "arrival", "request_rate", "burstiness",
-    "enable_prefix_caching", "system_prompt_len", "turns",
+from explorable.state.control_specs import (  # noqa: F401  (PRODUCTION_NAMES, FLOAT_CONTROLS: for the views)
+    CONTROL_SPECS, CONTROLS, FLOAT_CONTROLS, PRODUCTION_NAMES, SLO_CONTROLS, URL_CONTROLS, WORKLOAD_CONTROLS,
+    config_fields,
 )
-FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness")
-# "Your workload" (explorable/views/your_workload.py): the two-number form and its request count and seed. Part of
-# the run and of the link, but not of the sidebar nor of the static build, which leaves that section out.
-WORKLOAD_CONTROLS = ("requests", "seed", "output_p50", "output_p99", "prompt_p50", "prompt_p99")
-ALL_CONTROLS = CONTROLS + WORKLOAD_CONTROLS
-# SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
-SLO_CONTROLS = ("slo_ttft_ms", "slo_tpot_ms")
-
-# The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
-# CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
-PRODUCTION_NAMES = {
-    "on-demand": "vLLM's only behaviour; TensorRT-LLM's MAX_UTILIZATION",
-    "reserve": "TensorRT-LLM's default, GUARANTEED_NO_EVICT",
-    "pass": "continuous batching: vLLM; TensorRT-LLM's in-flight batching",
-    "request": "TensorRT-LLM's legacy STATIC_BATCH",
-}
 
 
-def control(name: str) -> param.Parameter:
-    """The control of RunConfig field `name`, from its one declaration (engine/settings.py): the field's
-    default, label and text, and the range this page offers (the declaration's `ui`, else the field's own)."""
-    s = SETTINGS[name]
-    common = {"default": getattr(RunConfig(), name), "label": s.label, "doc": s.doc or s.help}
-    if s.kind is bool:
-        return param.Boolean(**common)
-    if s.choices:
-        choices = s.ui or s.allowed()
-        return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
-                              **common)
-    lo, hi, step = s.ui or (s.lo, s.hi, None)
-    kind = param.Integer if s.kind is int else param.Number
-    return kind(bounds=(lo, hi), **({"step": step} if step else {}), **common)
+def _control_parameters() -> dict[str, param.Parameter]:
+    return {name: spec.parameter() for name, spec in CONTROL_SPECS.items()}
 
 
-class ExplorableState(param.Parameterized):
+# One parameter per declared control (explorable.state.control_specs), in URL order: its default, range, label
+# and text come from that declaration and engine/settings.py, never from a second one here.
+_Controls = param.parameterized_class("Controls", _control_parameters())
+
+
+class ExplorableState(_Controls):
     """The controls of one reader's page and the run they describe."""
-
-    # -- controls: each RunConfig field's range, label and text come from engine/settings.py ----------
-    max_num_seqs = control("max_num_seqs")
-    pool_gib = control("pool_gib")
-    allocation = control("allocation")
-    declared_multiple = control("declared_multiple")
-    unit = control("unit")
-    spread = control("spread")
-    model = control("model")
-    gpu = control("gpu")
-    max_num_batched_tokens = control("max_num_batched_tokens")
-    scheduler_reserve_full_isl = control("scheduler_reserve_full_isl")
-    arrival = control("arrival")
-    request_rate = control("request_rate")
-    burstiness = control("burstiness")
-    enable_prefix_caching = control("enable_prefix_caching")
-    system_prompt_len = control("system_prompt_len")
-    turns = control("turns")
-    requests = control("requests")
-    seed = control("seed")
-    output_p50 = control("output_p50")
-    output_p99 = control("output_p99")
-    prompt_p50 = control("prompt_p50")
-    prompt_p99 = control("prompt_p99")
-    slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
-                               doc="A request meets its SLO when its first token comes within this long.")
-    slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",
-                               doc="... and its later tokens come, on average, at least this often.")
 
     # -- derived (not widgets, not in the URL) ----------------------------------------------------
     trace = param.ClassSelector(class_=Trace, default=None, allow_None=True, precedence=-1)
@@ -106,21 +50,22 @@ class ExplorableState(param.Parameterized):
 
     # -- running ----------------------------------------------------------------------------------
     def control_values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in ALL_CONTROLS}
+        return {name: getattr(self, name) for name in CONTROLS}
 
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
         return self.config_for(self.control_values())
 
+    def config_with(self, changes: dict[str, Any]) -> RunConfig:
+        """The engine's config the controls would give with `changes` (raises ConfigError for an impossible mix)."""
+        return self.config_for({**self.control_values(), **changes})
+
     def config_for(self, values: dict[str, Any]) -> RunConfig:
         """The engine's config for these control values, with the reader's file when one is in use."""
-        values = dict(values)
-        for name in FLOAT_CONTROLS:
-            values[name] = float(values[name])
         if values.get("arrival") == "workload" and (self.uploaded is None or self.uploaded.arrival_s is None):
             raise ConfigError("'at the file's times' needs a workload file with arrival times: upload one under "
                               "Your workload, or choose all at once or arriving at a rate")
-        return RunConfig(**values, workload=self.uploaded)
+        return RunConfig(**config_fields(values), workload=self.uploaded)
 
     def _file_values(self, read: Any) -> dict[str, Any]:
         workload = read.workload
@@ -130,10 +75,8 @@ class ExplorableState(param.Parameterized):
 
     def file_config(self, read: Any) -> RunConfig:
         """The config `use_file(read)` will run (thread-safe: reads the controls, changes nothing)."""
-        values = {**self.control_values(), **self._file_values(read)}
-        for name in FLOAT_CONTROLS:
-            values[name] = float(values[name])
-        return RunConfig(**values, workload=read.workload)
+        return RunConfig(**config_fields({**self.control_values(), **self._file_values(read)}),
+                         workload=read.workload)
 
     def use_file(self, read: Any) -> None:
         """Serve the requests of a file that was read (a WorkloadRead): its own times if it has them."""
@@ -153,7 +96,7 @@ class ExplorableState(param.Parameterized):
     def slo_targets(self) -> dict[str, float]:
         return {"ttft": float(self.slo_ttft_ms), "tpot": float(self.slo_tpot_ms)}
 
-    @param.depends(*ALL_CONTROLS, "uploaded", watch=True)
+    @param.depends(*CONTROLS, "uploaded", watch=True)
     def _run(self) -> None:
         try:
             cfg = self.run_config()
@@ -185,15 +128,15 @@ class ExplorableState(param.Parameterized):
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
-        self.param.update(**{name: self.param[name].default for name in (*ALL_CONTROLS, *SLO_CONTROLS)},
-                          uploaded=None, upload_read=None)
+        self.param.update(**{name: self.param[name].default for name in URL_CONTROLS}, uploaded=None,
+                          upload_read=None)
 
     def defaults(self) -> dict[str, Any]:
         # Declared once per class and never changed: read once (the guides compare every step with the
         # controls on every update, and param's lookups cost about 20 us a control).
         cls = type(self)
         if "_control_defaults" not in cls.__dict__:
-            cls._control_defaults = {name: cls.param[name].default for name in ALL_CONTROLS}
+            cls._control_defaults = {name: cls.param[name].default for name in CONTROLS}
         return dict(cls._control_defaults)
 
     def add_notice(self, text: str) -> None:

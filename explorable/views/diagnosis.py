@@ -8,12 +8,12 @@ from __future__ import annotations
 import html
 
 import panel as pn
-import param
 
 from engine.diagnose import Diagnosis, LogError
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.state import your_workload
 from explorable.state.store import ExplorableState
+from explorable.views.state_view import StateView, answer_reader
 from explorable.views.text_pane import TextHTML
 
 PLACEHOLDER = ("Paste vLLM's log lines: the start-up 'GPU KV cache size: ... tokens' line and a few 'Engine 000: Avg "
@@ -37,11 +37,12 @@ def _shown(state: ExplorableState, name: str, value) -> str:
     return f"{p.label} {label or (f'{value:g}' if isinstance(value, (int, float)) else value)}"
 
 
-class DiagnosisView(pn.viewable.Viewer):
-    state = param.ClassSelector(class_=ExplorableState)
+class DiagnosisView(StateView):
+    """Paste, --max-num-seqs, Diagnose; the case, why and fixes; the button that reproduces the server."""
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    watches = ()  # it reads the state only when the reader asks
+
+    def build(self) -> None:
         self.paste = pn.widgets.TextAreaInput(label="vLLM log lines (at most 8 kB)", placeholder=PLACEHOLDER,
                                               max_length=your_workload.MAX_PASTE_CHARS,
                                               height=120, sizing_mode="stretch_width", margin=(4, 6),
@@ -50,12 +51,12 @@ class DiagnosisView(pn.viewable.Viewer):
                                                 end=65536, margin=(2, 6), width=220, css_classes=["yw-max-num-seqs"])
         self.run = pn.widgets.Button(label="Diagnose", css_classes=["yw-diagnose"], margin=(6, 6),
                                      stylesheets=[stylesheet()])
-        self.run.on_click(lambda _e: self.diagnose())
+        self.run.on_click(answer_reader(lambda _e: self.diagnose()))
         self.result = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(2, 6),
                                css_classes=["yw-result"])
         self.reproduce = pn.widgets.Button(label="Set the explorable to this server", css_classes=["yw-reproduce"],
                                            margin=(6, 6), visible=False, stylesheets=[stylesheet()])
-        self.reproduce.on_click(lambda _e: self.apply())
+        self.reproduce.on_click(answer_reader(lambda _e: self.apply()))
         self.found: Diagnosis | None = None
 
     def diagnose(self) -> Diagnosis | None:

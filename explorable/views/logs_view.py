@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import html
 
-import panel as pn
-import param
-
 from engine import Trace
 from engine.config import pool_beyond_gpu
 from engine.logs import (periodic_log, periodic_stats, prefix_caching_note, serve_command, serve_command_notes,
                          startup_error, startup_log_line)
 from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
 from explorable.state import runs
-from explorable.page.assets import stylesheet
-from explorable.state.store import PRODUCTION_NAMES, ExplorableState
+from explorable.views.assets import stylesheet
+from explorable.state.control_specs import PRODUCTION_NAMES
 from explorable.views.text_pane import TextHTML
 from explorable.state.view_data import derived
+from explorable.views.state_view import StateView
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
 
@@ -107,19 +105,14 @@ def log_html(trace: Trace) -> str:
     )
 
 
-class LogView(pn.viewable.Viewer):
+class LogView(StateView):
     """A terminal showing the startup line and the periodic stats lines for the current run."""
 
-    state = param.ClassSelector(class_=ExplorableState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                                 css_classes=["log-pane"], margin=(0, 10))
-        self.state.param.watch(self._update, "trace")
-        self._update()
+                             css_classes=["log-pane"], margin=(0, 10))
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         trace = self.state.trace
         if trace is None:
             return

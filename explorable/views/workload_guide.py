@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
-
 import panel as pn
 import param
 
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.state import your_workload
+from explorable.views.state_view import StateView, answer_reader
 from explorable.views.text_pane import TextHTML
 
 
@@ -43,17 +42,19 @@ WALK = (
 )
 
 
-class WorkloadGuide(pn.viewable.Viewer):
-    section = param.Parameter(doc="the YourWorkload section whose parts the steps use")
+class WorkloadGuide(StateView):
+    """The walk's numbered steps and the chosen step's text."""
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
+    section = param.Parameter(doc="the YourWorkload section whose parts the steps use")
+    watches = ()  # a step acts when chosen; the section draws what follows
+
+    def build(self) -> None:
         self.buttons = pn.widgets.RadioButtonGroup(
             options={f"{i + 1}. {step.title}": i for i, step in enumerate(WALK)},
             css_classes=["button-row", "yw-step-button"], sizing_mode="stretch_width", margin=(2, 6),
             stylesheets=[stylesheet()])
         self.buttons.value = None  # (Panel starts a button group at its first option, whatever it is given)
-        self.buttons.param.watch(lambda e: e.new is not None and self.go(e.new), "value")
+        self.buttons.param.watch(answer_reader(lambda e: e.new is not None and self.go(e.new)), "value")
         self.text = TextHTML(self._text(None), stylesheets=[stylesheet()], margin=(2, 8), sizing_mode="stretch_width",
                              css_classes=["yw-step-text"])
 

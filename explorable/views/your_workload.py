@@ -24,7 +24,7 @@ from bokeh.plotting import figure
 
 from engine import RunConfig, WorkloadError
 from engine.workload_formats import WorkloadRead
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.state import background, runs, your_workload
 from explorable.state.store import ExplorableState
 from explorable.state.view_data import derived
@@ -36,6 +36,7 @@ from explorable.views.lanes import BACKEND, lane_view_data
 from explorable.views.logs_view import log_html
 from explorable.views.strips import strip_series
 from explorable.views.sources import set_data
+from explorable.views.state_view import StateView, answer_reader
 from explorable.views.text_pane import TextHTML
 from explorable.views.upload_limit import upload_limit_script
 from explorable.views.workload_guide import WorkloadGuide
@@ -72,13 +73,12 @@ def source_sentence(state: ExplorableState) -> str:
             "page shows yours.")
 
 
-class YourWorkload(pn.viewable.Viewer):
+class YourWorkload(StateView):
     """The section, folded by default: the guided walk, the two-number form, the upload and the diagnosis."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = ("trace", "uploaded", "upload_read", *(name for name, _label in NUMBER_FIELDS))
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         # Folded until the reader opens it, and built then: its ~60 models (a chart among them) would otherwise
         # be built and sent with every page, opened or not, and its comparison run for every change.
         self._built = False
@@ -86,8 +86,6 @@ class YourWorkload(pn.viewable.Viewer):
                             collapsed=True, sizing_mode="stretch_width", margin=(8, 6), css_classes=["your-workload"])
         self.card.param.watch(self._opened, "collapsed")
         self._gain_for: RunConfig | None = None
-        self.state.param.watch(self._refresh, ["trace", "uploaded", "upload_read"])
-        self.state.param.watch(self._numbers_from_state, [name for name, _label in NUMBER_FIELDS])
 
     def _build_parts(self) -> None:
         s = self.state
@@ -97,21 +95,21 @@ class YourWorkload(pn.viewable.Viewer):
                         for name, label in NUMBER_FIELDS}
         self.show_numbers = pn.widgets.Button(label="Show this workload", css_classes=["yw-show"], margin=(6, 6),
                                               stylesheets=[stylesheet()])
-        self.show_numbers.on_click(self._apply_numbers)
+        self.show_numbers.on_click(answer_reader(self._apply_numbers))
         self.upload = pn.widgets.FileInput(label="Workload file (CSV, JSON or JSONL, at most 2 MB)",
                                            accept=".csv,.json,.jsonl,.txt,text/csv,application/json",
                                            css_classes=["yw-upload"], margin=(4, 6), sizing_mode="stretch_width")
         self.upload.param.watch(self._uploaded, "value")
         self.back = pn.widgets.Button(label="Back to the article's workload", css_classes=["yw-back"], margin=(6, 6),
                                       stylesheets=[stylesheet()])
-        self.back.on_click(lambda _e: self._back())
+        self.back.on_click(answer_reader(lambda _e: self._back()))
         self.status = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(2, 6),
                                css_classes=["yw-status"])
         self.summary = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(2, 6),
                                 css_classes=["yw-summary"])
         self._build_histogram()
         self.diagnosis = DiagnosisView(state=s)
-        self.guide = WorkloadGuide(section=self)
+        self.guide = WorkloadGuide(state=s, section=self)
 
     # -- the histogram -------------------------------------------------------------------------------------
     def _build_histogram(self) -> None:
@@ -163,9 +161,7 @@ class YourWorkload(pn.viewable.Viewer):
         self._say("", "")
         self.state.param.update(**values)
 
-    def _numbers_from_state(self, *_):
-        if not self._built:
-            return
+    def _numbers_from_state(self) -> None:
         for name, widget in self.numbers.items():
             if widget.value != getattr(self.state, name):
                 widget.value = getattr(self.state, name)
@@ -214,10 +210,11 @@ class YourWorkload(pn.viewable.Viewer):
         self.status.object = _html_line(kind, text) if text else ""
 
     # -- what is shown -----------------------------------------------------------------------------------------
-    def _refresh(self, *_):
+    def refresh(self) -> None:
         s = self.state
         if s.trace is None or not self._built:  # (never opened: nothing here is drawn, nor its comparison run)
             return
+        self._numbers_from_state()
         lengths = s.upload_read.all_output_len if s.uploaded is not None and s.upload_read is not None else \
             s.trace.workload.output_len
         with pn.io.hold():
@@ -249,7 +246,7 @@ class YourWorkload(pn.viewable.Viewer):
         if runs.background_meter is not None and simulated_s:
             runs.background_meter(simulated_s)
         if self.state.config == cfg:
-            self._refresh()
+            self.refresh()
 
     def _body(self) -> pn.Column:
         numbers = pn.FlexBox(*self.numbers.values(), flex_wrap="wrap", sizing_mode="stretch_width", margin=0)
@@ -275,6 +272,7 @@ class YourWorkload(pn.viewable.Viewer):
             sizing_mode="stretch_width", margin=0,
         )
 
+    @answer_reader
     def _opened(self, event) -> None:
         """The reader unfolds the section: it is built then (a page that never opens it pays nothing for it)."""
         if event.new or self._built:
@@ -282,7 +280,7 @@ class YourWorkload(pn.viewable.Viewer):
         self._build_parts()
         self._built = True
         self.card.objects = [self._body()]
-        self._refresh()
+        self.refresh()
 
     def __panel__(self):
         return self.card

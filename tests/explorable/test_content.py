@@ -7,7 +7,8 @@ import panel as pn
 import pytest
 
 from explorable.views import logs_view
-from explorable.views.controls import DECLARED_STOPS, Controls
+from explorable.state.control_specs import CONTROL_SPECS
+from explorable.views.controls import Controls
 from explorable.views.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
 from explorable.page.layout import build_app
 from explorable.views.logs_view import LogView, log_lines
@@ -87,7 +88,7 @@ def test_declared_max_tokens_has_one_click_stops():
     group = next(g for g in controls.select(pn.widgets.RadioButtonGroup) if "stop-declared_multiple" in g.css_classes)
     root = controls.get_root()
     lit = lambda: group._models[root.ref["id"]][0].active  # noqa: E731  (the button the page lights)
-    assert list(group.options) == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
+    assert list(group.options) == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in CONTROL_SPECS["declared_multiple"].stops]
     group.value = 1.0  # what Panel sets when the reader clicks "1x"
     assert state.declared_multiple == 1.0 and lit() == 0
     group.value = 8.0
