@@ -210,7 +210,6 @@ class ExplorableApp(pn.viewable.Viewer):
             v["guide"],
             *(traffic_steps if self.traffic else []),
             *(prefix_steps if self.prefix else []),
-            *yours,
             v["notices"],
             v["readouts"],
             v["lanes"],
@@ -220,6 +219,7 @@ class ExplorableApp(pn.viewable.Viewer):
             *(traffic_curve if self.traffic else []),
             _section("What vLLM would log"),
             v["logs"],
+            *yours,  # last, as in the course: check your own traffic and your own server
             pn.pane.HTML(
                 "<footer>Simulated: vLLM V1's scheduler (v0.11 rules; v0.33 with its full-prompt gate off) on a "
                 "roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to share "

@@ -63,7 +63,7 @@ class ExplorableState(_Controls):
     def config_for(self, values: dict[str, Any]) -> RunConfig:
         """The engine's config for these control values, with the reader's file when one is in use."""
         if values.get("arrival") == "workload" and (self.uploaded is None or self.uploaded.arrival_s is None):
-            raise ConfigError("'at the file's times' needs a workload file with arrival times: upload one under "
+            raise ConfigError("Traffic 'from file' needs a workload file with arrival times: upload one under "
                               "Your workload, or choose all at once or arriving at a rate")
         return RunConfig(**config_fields(values), workload=self.uploaded)
 
