@@ -42,7 +42,7 @@ from explorable.views.upload_limit import upload_limit_script
 from explorable.views.workload_guide import WorkloadGuide
 
 NUMBER_FIELDS = (("output_p50", "p50 completion tokens"), ("output_p99", "p99 completion tokens"),
-                 ("prompt_p50", "p50 prompt tokens (optional)"), ("prompt_p99", "p99 prompt tokens (optional)"),
+                 ("prompt_p50", "p50 prompt tokens"), ("prompt_p99", "p99 prompt tokens"),
                  ("requests", "requests"), ("seed", "seed"))
 
 
@@ -89,7 +89,7 @@ class YourWorkload(StateView):
 
     def _build_parts(self) -> None:
         s = self.state
-        field = dict(sizing_mode="stretch_width", margin=(2, 6), styles={"flex": "1 1 140px", "min-width": "0"})
+        field = dict(sizing_mode="stretch_width", margin=(2, 6), styles={"flex": "1 1 150px", "min-width": "0"})
         self.numbers = {name: pn.widgets.IntInput(label=label, value=getattr(s, name), start=s.param[name].bounds[0],
                                                   end=s.param[name].bounds[1], css_classes=[f"yw-{name}"], **field)
                         for name, label in NUMBER_FIELDS}
@@ -260,7 +260,10 @@ class YourWorkload(StateView):
                  "it, under every control. Measure p50 and p99 of completion_tokens over a day of responses, or "
                  "upload the trace itself."),
             self.guide,
-            heading("From two numbers"), numbers, self.show_numbers,
+            heading("From two numbers"),
+            note("p50 and p99 of completion tokens; those of prompt tokens too if you have them (else the article's "
+                 "prompts). The same numbers and seed give the same requests, and they go into the page's link."),
+            numbers, self.show_numbers,
             heading("From a file"),
             note("The project's CSV <code>prompt_len,output_len[,arrival_s]</code>, Azure's trace "
                  "<code>TIMESTAMP,ContextTokens,GeneratedTokens</code>, BurstGPT's CSV or Mooncake's JSONL (its "
