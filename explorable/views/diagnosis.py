@@ -14,7 +14,7 @@ from explorable.views.assets import stylesheet
 from explorable.state import your_workload
 from explorable.state.store import ExplorableState
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 PLACEHOLDER = ("Paste vLLM's log lines: the start-up 'GPU KV cache size: ... tokens' line and a few 'Engine 000: Avg "
                "prompt throughput ... Running: N reqs, Waiting: M reqs, ... GPU KV cache usage: Z%' lines.")

@@ -14,7 +14,7 @@ from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, larg
 from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.state.control_specs import PRODUCTION_NAMES
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
 
@@ -100,7 +100,7 @@ def log_html(trace: Trace) -> str:
     return (
         f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
         f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on {html.escape(machine)}</b></div>'
-        f'<div class="terminal-body"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
+        f'<div class="terminal-body" tabindex="0" role="region" aria-label="vLLM log lines"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
         f'<p class="log-reading">{html.escape(reading(trace, trace.summary()))}</p>'
     )
 

@@ -12,7 +12,7 @@ import param
 from explorable.views.assets import stylesheet
 from explorable.state import your_workload
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from explorable.views.logs_view import log_html
 from explorable.views.strips import strip_series
 from explorable.views.sources import set_data
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.views.upload_limit import upload_limit_script
 from explorable.views.workload_guide import WorkloadGuide
 
@@ -91,7 +91,8 @@ class YourWorkload(StateView):
         s = self.state
         field = dict(sizing_mode="stretch_width", margin=(2, 6), styles={"flex": "1 1 150px", "min-width": "0"})
         self.numbers = {name: pn.widgets.IntInput(label=label, value=getattr(s, name), start=s.param[name].bounds[0],
-                                                  end=s.param[name].bounds[1], css_classes=[f"yw-{name}"], **field)
+                                                  end=s.param[name].bounds[1], css_classes=[f"yw-{name}"],
+                                                  tags=[{"control": name}], **field)  # (as the sidebar's are)
                         for name, label in NUMBER_FIELDS}
         self.show_numbers = pn.widgets.Button(label="Show this workload", css_classes=["yw-show"], margin=(6, 6),
                                               stylesheets=[stylesheet()])
