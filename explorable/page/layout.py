@@ -29,6 +29,7 @@ from explorable.patches.paint_fix import same_sheet_kept
 from explorable.views.readouts import Readouts
 from explorable.views.traffic_curve import TrafficCurve
 from explorable.views.your_workload import YourWorkload
+from explorable.views.workload_guide import WALK_GROUP_CLASS
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.strips import Strips
 from explorable.views.state_view import StateView, answer_reader
@@ -87,6 +88,7 @@ def group_names(guides: list[GuideSpec]) -> dict[str, str]:
         names[f"stop-{name}"] = f"{label}: quick stops"
     names.update({f"{spec.css}-row": f"steps: {spec.label.lower()}" for spec in guides})
     names["guide-tabs"] = "guides"
+    names[WALK_GROUP_CLASS] = "steps: your workload, your server"
     return names
 
 

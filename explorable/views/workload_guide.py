@@ -42,6 +42,9 @@ WALK = (
 )
 
 
+WALK_GROUP_CLASS = "yw-step-button"  # (the page names the group by it: explorable.page.layout.group_names)
+
+
 class WorkloadGuide(StateView):
     """The walk's numbered steps and the chosen step's text."""
 
@@ -51,7 +54,7 @@ class WorkloadGuide(StateView):
     def build(self) -> None:
         self.buttons = pn.widgets.RadioButtonGroup(
             options={f"{i + 1}. {step.title}": i for i, step in enumerate(WALK)},
-            css_classes=["button-row", "yw-step-button"], sizing_mode="stretch_width", margin=(2, 6),
+            css_classes=["button-row", WALK_GROUP_CLASS], sizing_mode="stretch_width", margin=(2, 6),
             stylesheets=[stylesheet()])
         self.buttons.value = None  # (Panel starts a button group at its first option, whatever it is given)
         self.buttons.param.watch(answer_reader(lambda e: e.new is not None and self.go(e.new)), "value")

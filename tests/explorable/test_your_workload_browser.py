@@ -190,3 +190,34 @@ def test_the_guided_walk_on_a_phone(server, browser, device):
     page.locator(".your-workload").screenshot(path=str(SHOTS / f"walk-{device.replace(' ', '-')}.png"))
     context.close()
     assert not errors, errors
+
+
+def test_the_section_meets_wcag_21_aa_opened_and_after_each_step_of_its_walk(server, browser):
+    """axe-core's WCAG 2.1 A/AA rules, as tests/explorable/test_accessibility_browser.py runs them on the rest of
+    the page: the section unfolded, after each step of its walk (a file shown, the comparison, a diagnosis and the
+    reproduced server), at 1280 and 390 px. Every field, the file input, the paste box and the walk's buttons have
+    an accessible name."""
+    from tests.explorable.test_accessibility_browser import at_each_width
+
+    context, page, errors = new_page(browser, 1280)
+    open_section(page, server)
+    page.wait_for_timeout(600)
+    found = at_each_width(page, "section opened")
+    for i, title in enumerate(("A day", "What continuous", "Diagnose")):
+        page.locator(".yw-step-button button").filter(has_text=title).click()
+        expect(page.locator(".yw-walk")).to_have_attribute("data-step", str(i + 1), timeout=2 * TIMEOUT_MS)
+        expect(page.locator(".yw-histogram canvas").first).to_be_visible(timeout=3 * TIMEOUT_MS)
+        page.wait_for_timeout(800)
+        found += at_each_width(page, f"walk step {i + 1}")
+    page.locator(".yw-reproduce button").click()
+    expect(page.locator(".yw-reproduced")).to_be_visible(timeout=2 * TIMEOUT_MS)
+    page.wait_for_timeout(800)
+    found += at_each_width(page, "server reproduced")
+    # Named for a screen reader beyond what axe requires: the walk's group, and each field's spin buttons.
+    assert page.locator(".yw-step-button .bk-btn-group").get_attribute("aria-label") == \
+        "steps: your workload, your server"
+    assert page.locator(".yw-output_p50 .bk-spin-btn-up").get_attribute("aria-label") == \
+        "p50 completion tokens: one more"
+    context.close()
+    assert found == [], "\n".join(found)
+    assert not errors, errors
