@@ -8,9 +8,12 @@ waits. The attack, in three parts:
            spread, pool_gib, declared_multiple or an integer on --max-num-seqs) every --interval s, for --flood s;
   data     --data-tabs tabs replace every chart's data source with --data-numbers numbers each (JSON, under
            Bokeh's 20 MB message limit unless the server sets a lower one);
-  strings  --strings messages carrying a --string-mib MiB string as a slider value.
+  strings  --strings messages carrying a --string-mib MiB string as a slider value;
+  uploads  --upload-tabs tabs each upload the largest file "Your workload" reads (2 MB, 100,000 rows) every
+           --upload-interval s for --uploads s, and one sends a file over the limit.
 
-Printed: the probe's response p50/p95 before and during the flood (goal p95 <= 1 s), the server's memory growth
+Printed: the probe's response p50/p95 before, during the flood and during the uploads (goal p95 <= 1 s each),
+the server's memory growth
 (goal <= 300 MB), the growth of its log (goal <= 1 MB) and how long after the attack the server is back to
 normal (goal <= 5 s: the probe answered as fast as before the attack and the server's CPU back near idle).
 Sessions are browser-free tabs from benchmarks/load_test.py; the server runs in its own process group and is
@@ -34,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_test import RECOMMENDED as README_FLAGS  # noqa: E402  (the README's classroom flags)
-from load_test import Server, Session, open_many, pct  # noqa: E402  (the load test's server and tabs)
+from load_test import Server, Session, largest_upload, open_many, pct  # noqa: E402  (the load test's server and tabs)
 PROBE_VALUES = (1, 8, 32, 64, 128, 256, 512)  # the --max-num-seqs stops the guided steps use
 SLIDERS = ("spread", "pool_gib", "declared_multiple", "max_num_seqs")
 
@@ -172,6 +175,35 @@ async def oversized_strings(tabs: list[Session], count: int, mib: float) -> tupl
     return sent, refused
 
 
+async def upload_repeatedly(tabs: list[Session], seconds: float, interval: float) -> tuple[int, int]:
+    """Each tab uploads the largest file the page reads every `interval` s for `seconds`; then one tab sends a
+    file one byte over the page's limit. Returns (uploads sent, connections closed by the server)."""
+    content = largest_upload()
+    sent = closed = 0
+
+    async def one(tab: Session):
+        nonlocal sent, closed
+        stop_at = time.monotonic() + seconds
+        while time.monotonic() < stop_at:
+            try:
+                await tab.upload("day.csv", content)
+                sent += 1
+            except Exception:
+                closed += 1
+                return
+            tab.drain()
+            await asyncio.sleep(interval)
+
+    await asyncio.gather(*(one(t) for t in tabs))
+    over = content + "QUJD"  # 3 more bytes than the largest: the guard drops it (the browser never sends it)
+    try:
+        await tabs[0].upload("over.csv", over)
+        sent += 1
+    except Exception:
+        closed += 1
+    return sent, closed
+
+
 class OneServer:
     """What load_test.open_many expects of a fleet."""
 
@@ -229,6 +261,14 @@ async def main_async(args) -> int:
         str_sent, str_refused = await oversized_strings(attackers[args.data_tabs:] or attackers, args.strings,
                                                         args.string_mib)
         print(f"  strings: {str_sent} sent, {str_refused} refused")
+        t_uploads, rss_uploads = time.monotonic(), server.rss()
+        uploaders = [t for t in attackers[-args.upload_tabs:] if t.ws is not None] if args.upload_tabs else []
+        up_sent, up_closed = await upload_repeatedly(uploaders, args.uploads, args.upload_interval)
+        await asyncio.sleep(min(10.0, args.after))  # the last files are read and their runs drawn
+        t_uploads_end = time.monotonic()
+        print(f"  uploads: {up_sent} files of 2 MB from {len(uploaders)} tabs in {t_uploads_end - t_uploads:.0f} s "
+              f"({up_closed} connections closed); the probe's releases (s after the start: response ms): " + ", ".join(
+                  f"{t - t_uploads:.0f}: {1000 * r:.0f}" for t, r in probe.records if t_uploads <= t < t_uploads_end))
         for tab in attackers:
             await tab.close()
         t_end = time.monotonic()
@@ -240,6 +280,7 @@ async def main_async(args) -> int:
             f"{t - t_end:.0f}: {1000 * r:.0f}" for t, r in probe.records if t >= t_end))
 
         base = probe.between(0, t_flood)
+        uploading = probe.between(t_uploads, t_uploads_end)
         during = probe.between(t_flood, t_flood_end)
         attack_all = probe.between(t_flood, t_end)
         normal = max(1.5 * pct(base, 95), 0.25)
@@ -263,6 +304,13 @@ async def main_async(args) -> int:
              f"{data_sent} sent, {data_refused} connections closed", "", ""),
             (f"strings: {args.strings} x {args.string_mib:g} MiB as a slider value", f"{str_sent} sent, {str_refused} closed",
              "", ""),
+            (f"uploads: {len(uploaders)} tabs, the largest file every {args.upload_interval:g} s for {args.uploads:g} s",
+             f"{up_sent} sent, {up_closed} connections closed", "", ""),
+            ("  probe during the uploads: p50 / p95 / max",
+             f"{ms(uploading, 50)} / {ms(uploading, 95)} / {ms(uploading, 100)} ms ({len(uploading)} releases)",
+             "p95 <= 1000 ms", goal(pct(uploading, 95) <= 1.0)),
+            ("  server memory growth over the uploads (peak)",
+             f"{monitor.peak_rss(t_uploads, t_uploads_end) - rss_uploads:+.0f} MiB", "", ""),
             ("  probe over the whole attack: p50 / p95 / max",
              f"{ms(attack_all, 50)} / {ms(attack_all, 95)} / {ms(attack_all, 100)} ms", "", ""),
             ("server memory: before / peak growth / growth at the end",
@@ -305,6 +353,10 @@ def main() -> None:
                    help="numbers per column, two columns per message (default: %(default)s, ~15 MB)")
     p.add_argument("--strings", type=int, default=10, help="oversized string messages (default: %(default)s)")
     p.add_argument("--string-mib", type=float, default=19.0, help="size of each string (default: %(default)s MiB)")
+    p.add_argument("--upload-tabs", type=int, default=2, help="tabs uploading the largest file (default: %(default)s)")
+    p.add_argument("--uploads", type=float, default=30.0, help="seconds of uploads (default: %(default)s)")
+    p.add_argument("--upload-interval", type=float, default=1.0,
+                   help="seconds between one tab's uploads (default: %(default)s)")
     p.add_argument("--baseline", type=float, default=10.0, help="seconds of probe before the attack (default: %(default)s)")
     p.add_argument("--after", type=float, default=15.0, help="seconds of probe after the attack (default: %(default)s)")
     p.add_argument("--idle-share", type=float, default=0.3,
@@ -315,7 +367,8 @@ def main() -> None:
     args = p.parse_args()
     if not (1 <= args.tabs <= 100 and 0.01 <= args.interval <= 10 and 1 <= args.flood <= 300
             and 0 <= args.data_tabs <= args.tabs and 0 <= args.data_numbers <= 5_000_000 and 0 <= args.strings <= 50
-            and 0 < args.string_mib <= 50 and 0 < args.deadline <= 1800):
+            and 0 < args.string_mib <= 50 and 0 < args.deadline <= 1800 and 0 <= args.upload_tabs <= args.tabs
+            and 0 <= args.uploads <= 300 and 0.1 <= args.upload_interval <= 60):
         p.error("out of the bounded ranges: tabs 1-100, interval 0.01-10 s, flood 1-300 s, data-tabs <= tabs, "
                 "data-numbers <= 5,000,000, strings <= 50, string-mib <= 50, deadline <= 1800 s")
     try:

@@ -8,7 +8,8 @@ next to the server:
   open     60 sessions (GET + websocket + document), 8 at a time;
   idle     server RSS with every session open and idle, minus the baseline, per session;
   steady   each session releases --max-num-seqs or the pool slider at values nobody has tried (the server
-           must re-run them), then "thinks" for a random 2-8 s (a class working through the article);
+           must re-run them), then "thinks" for a random 2-8 s (a class working through the article); the
+           first --uploaders sessions also upload the largest file "Your workload" reads, twice each;
   burst    every session releases a slider at the same instant, each at a different new value (the worst
            case: 60 uncached runs at once);
   class    every session releases --max-num-seqs at the same instant to the same value, as a class following
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only: this script never talks to any other address
 # The flags this script (and the README) recommend for a class; --server-args replaces them.
 RECOMMENDED = ("--warm --plugins explorable.server.health --check-unused-sessions 10000 --unused-session-lifetime 70000 "
-               "--session-ids signed --websocket-max-message-size 1048576")
+               "--session-ids signed --websocket-max-message-size 3145728")
 
 try:
     from websockets.asyncio.client import connect as ws_connect
@@ -224,7 +225,8 @@ class Msg:
 
 def walk_ids(doc_json: dict) -> dict:
     """Ids the test needs from a PULL-DOC reply: sliders by css class, the readouts pane, curve data."""
-    found = {"sliders": {}, "start": {}, "readouts": None, "curves": set(), "lanes": set()}
+    found = {"sliders": {}, "start": {}, "readouts": None, "curves": set(), "lanes": set(), "upload": None,
+             "your_workload": None}
 
     def visit(node, inside: str | None):
         if isinstance(node, dict):
@@ -236,6 +238,10 @@ def walk_ids(doc_json: dict) -> dict:
                         if isinstance(c, str) and c.startswith("ctl-") and node.get("name") == "Slider":
                             found["sliders"][c[4:]] = node["id"]
                             found["start"][c[4:]] = attrs.get("value")  # as the page opened
+                    if node.get("name") == "FileInput":  # "Your workload"'s upload
+                        found["upload"] = node["id"]
+                    if "your-workload" in classes:  # its section, built when unfolded
+                        found["your_workload"] = node["id"]
                     if "run-readouts" in classes:  # the run's readouts (not the latency pane)
                         found["readouts"] = node["id"]
                     if "curves" in classes:
@@ -335,6 +341,26 @@ class Session:
         while not self.queue.empty():
             self.queue.get_nowait()
 
+    async def unfold_your_workload(self, timeout: float) -> None:
+        """Open the "Your workload" section, as a reader's click on its header does, and learn its upload's id
+        from the patch that builds it."""
+        self.drain()
+        await self.send("PATCH-DOC", {"events": [{"kind": "ModelChanged", "model": {"id": self.ids["your_workload"]},
+                                                   "attr": "collapsed", "new": False}]})
+        deadline = time.perf_counter() + timeout
+        while self.ids.get("upload") is None:
+            msg = await asyncio.wait_for(self.queue.get(), max(0.01, deadline - time.perf_counter()))
+            if msg.msgtype == "PATCH-DOC":
+                self.ids["upload"] = walk_ids({"roots": msg.content.get("events", [])})["upload"]
+
+    async def upload(self, name: str, content_b64: str) -> None:
+        """Send a file as the page's FileInput does: its name, type and base64 content, in one patch."""
+        if self.ids.get("upload") is None:
+            await self.unfold_your_workload(30.0)
+        events = [{"kind": "ModelChanged", "model": {"id": self.ids["upload"]}, "attr": attr, "new": new}
+                  for attr, new in (("filename", name), ("mime_type", "text/csv"), ("value", content_b64))]
+        await self.send("PATCH-DOC", {"events": events})
+
     async def release(self, name: str, value, timeout: float) -> tuple[float, float | None]:
         """Let go of slider `name` at `value`; (response s, curves s or None). Raises TimeoutError."""
         sid = self.ids["sliders"][name]
@@ -380,6 +406,28 @@ class Session:
 
 
 # -- the phases --------------------------------------------------------------------------------------
+UPLOAD_BYTES = 2_000_000  # the page's upload limit (explorable/state/your_workload.py)
+UPLOAD_ROWS = 100_000  # ... and its row limit (engine/workload.py's MAX_FILE_ROWS)
+
+
+def largest_upload(seed: int = 0) -> str:
+    """The largest file the page reads, base64-encoded as the browser sends it: the project's CSV with arrival
+    times, as many rows as fit in the size limit and the row limit (the slowest layout to read, per byte)."""
+    import base64
+
+    rng = random.Random(seed)
+    lines, size = ["prompt_len,output_len,arrival_s"], 32
+    t = 0.0
+    while len(lines) <= UPLOAD_ROWS - 1:
+        t += rng.expovariate(20.0)
+        line = f"{rng.randint(10_000, 30_000)},{rng.randint(1, 4000)},{t:.3f}"
+        if size + len(line) + 1 > UPLOAD_BYTES:
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return base64.b64encode(("\n".join(lines) + "\n").encode()).decode()
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -417,16 +465,24 @@ async def open_many(fleet, n: int, concurrency: int, timeout: float, query: str 
 
 
 async def steady(sessions, args, rng_seed: int) -> dict:
-    lat, curves, timeouts = [], [], 0
+    """Every session at its own pace; the first --uploaders of them also upload the largest file the page takes,
+    at their first and middle turns (a few students bringing their own trace while the class works)."""
+    lat, curves, timeouts, uploads = [], [], 0, 0
     stop_at = time.monotonic() + args.phase_limit
+    content = largest_upload() if args.uploaders else ""
 
     async def student(i, s):
-        nonlocal timeouts
+        nonlocal timeouts, uploads
         rng = random.Random(rng_seed * 1000 + i)
         await asyncio.sleep(rng.uniform(0, args.think_max))  # students do not move in lockstep
         for k in range(args.updates):
             if time.monotonic() > stop_at:
                 return
+            if i < args.uploaders and k in (0, args.updates // 2):
+                await s.upload(f"trace-{i}.csv", content)
+                uploads += 1
+                await asyncio.sleep(rng.uniform(args.think_min, args.think_max))
+                continue
             name = ("max_num_seqs", "pool_gib")[k % 2]
             if not await timed_release(s, name, rng, args, lat, curves):
                 timeouts += 1
@@ -435,7 +491,7 @@ async def steady(sessions, args, rng_seed: int) -> dict:
     t0 = time.perf_counter()
     await asyncio.gather(*(student(i, s) for i, s in enumerate(sessions)))
     wall = time.perf_counter() - t0
-    return {"lat": lat, "curves": curves, "timeouts": timeouts, "wall": wall}
+    return {"lat": lat, "curves": curves, "timeouts": timeouts, "wall": wall, "uploads": uploads}
 
 
 async def timed_release(s, name: str, rng: random.Random, args, lat: list, curves: list) -> bool:
@@ -677,7 +733,8 @@ async def main_async(args) -> int:
         st = await steady(sessions, args, 1)
         cpu_steady = fleet.cpu() - cpu0
         print(f"  steady: {len(st['lat'])} releases in {st['wall']:.0f} s, {st['timeouts']} timed out; "
-              f"response p50 {ms(st['lat'], 50)} ms, p95 {ms(st['lat'], 95)} ms")
+              f"response p50 {ms(st['lat'], 50)} ms, p95 {ms(st['lat'], 95)} ms; {st['uploads']} uploads of "
+              f"{len(largest_upload()) * 3 // 4 / 1e6:.1f} MB")
         after_steady = fleet.rss()
         cpu0 = fleet.cpu()
         bu = await burst(sessions, args, 2)
@@ -713,8 +770,8 @@ async def main_async(args) -> int:
             ("sessions opened / failed", f"{len(sessions)} / {open_failed}", "", ""),
             (f"  open ({args.open_concurrency} at a time): p50 / p95 / all",
              f"{pct(open_times, 50):.2f} / {pct(open_times, 95):.2f} / {open_wall:.1f} s", "", ""),
-            (f"steady: releases (think {args.think_min:g}-{args.think_max:g} s)",
-             f"{len(st['lat'])} in {st['wall']:.0f} s ({rate:.1f}/s)", "", ""),
+            (f"steady: releases (think {args.think_min:g}-{args.think_max:g} s), {args.uploaders} sessions uploading",
+             f"{len(st['lat'])} in {st['wall']:.0f} s ({rate:.1f}/s), {st['uploads']} uploads of 2 MB", "", ""),
             ("  response p50 / p95 / max", f"{ms(st['lat'], 50)} / {ms(st['lat'], 95)} / {ms(st['lat'], 100)} ms",
              "p95 < 1000 ms", goal(pct(st["lat"], 95) < 1.0 and st["timeouts"] == 0)),
             ("  curves p50 / p95", f"{ms(st['curves'], 50)} / {ms(st['curves'], 95)} ms", "", ""),
@@ -784,6 +841,8 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=8, help="slider releases per session in the steady phase")
     p.add_argument("--think-min", type=float, default=2.0, help="seconds between a session's releases, at least")
     p.add_argument("--think-max", type=float, default=8.0, help="... and at most")
+    p.add_argument("--uploaders", type=int, default=3,
+                   help="sessions that also upload the largest file the page reads (2 MB) twice in the steady phase")
     p.add_argument("--bursts", type=int, default=3, help="times every session releases at the same instant")
     p.add_argument("--flood", type=int, default=300, help="changes one page sends 10 ms apart in the flood phase")
     p.add_argument("--cycles", type=int, default=500, help="sessions opened and closed for the leak check")

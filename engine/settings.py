@@ -149,8 +149,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "the file has times, else all-at-once)",
             "All at once: every request is queued at 0 s (an offline batch). Arriving: requests come at a rate, "
             "with random gaps, and the batch is whatever traffic has supplied.",
-            choices=ARRIVALS, choice_labels=("all at once", "arriving at a rate", "at the workload file's times"),
-            ui=ARRIVALS[:2]),  # the page has no workload file
+            choices=ARRIVALS, choice_labels=("all at once", "arriving at a rate", "from file")),
     Setting("request_rate", float, "request rate (req/s)",
             "vllm bench serve --request-rate: mean requests per second (default: inf, all at once)",
             "Mean requests per second. Gaps are drawn at random around 1 / rate.",

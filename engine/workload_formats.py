@@ -70,6 +70,11 @@ def window_start(rows: int, size: int, seed: int) -> int:
     return int(np.random.default_rng([seed, rows, size]).integers(0, rows - size + 1))
 
 
+def first_requests(workload: Workload, count: int) -> Workload:
+    """The first `count` requests of a workload (its prefix tree kept, times unchanged)."""
+    return _window(workload, 0, count)
+
+
 def _window(workload: Workload, start: int, size: int) -> Workload:
     """Requests start..start+size of a workload (times made relative to the first; groups kept)."""
     if start == 0 and size == workload.num_requests:

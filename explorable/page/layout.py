@@ -14,6 +14,7 @@ import param
 from explorable import patches
 from explorable.patches import aria_names
 from explorable.page import startup, url
+from explorable.state import your_workload
 from explorable.views import projector
 from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.views.controls import Controls
@@ -27,6 +28,8 @@ from explorable.views.logs_view import LogView
 from explorable.patches.paint_fix import same_sheet_kept
 from explorable.views.readouts import Readouts
 from explorable.views.traffic_curve import TrafficCurve
+from explorable.views.your_workload import YourWorkload
+from explorable.views.workload_guide import WALK_GROUP_CLASS
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.strips import Strips
 from explorable.views.state_view import StateView, answer_reader
@@ -85,6 +88,7 @@ def group_names(guides: list[GuideSpec]) -> dict[str, str]:
         names[f"stop-{name}"] = f"{label}: quick stops"
     names.update({f"{spec.css}-row": f"steps: {spec.label.lower()}" for spec in guides})
     names["guide-tabs"] = "guides"
+    names[WALK_GROUP_CLASS] = "steps: your workload, your server"
     return names
 
 
@@ -152,6 +156,8 @@ class ExplorableApp(pn.viewable.Viewer):
                                               "build, which has no traffic states, leaves them out)")
     prefix = param.Boolean(default=True, doc="the steps with prefix caching (the static build, which has no caching "
                                              "states, leaves them out)")
+    workload = param.Boolean(default=True, doc="the 'Your workload, your server' section (the static build, which "
+                                               "cannot read a reader's file, leaves it out and says so)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -172,6 +178,9 @@ class ExplorableApp(pn.viewable.Viewer):
             "logs": LogView(state=state),
             "share": url.ShareLink(state=state),
         }
+        if self.workload:
+            self.views["your_workload"] = YourWorkload(state=state)
+            _forget_file_with_the_session(state)
         if self.projector:
             url.set_page_flags(state, {projector.FLAG: "1"})
             for fig in (lanes.figure, self.views["strips"].batch_fig, self.views["strips"].kv_fig,
@@ -196,6 +205,9 @@ class ExplorableApp(pn.viewable.Viewer):
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
         traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
+        yours = [v["your_workload"]] if self.workload else [_section(
+            "Your workload, your server", "(your own lengths, trace file and vLLM log lines need the served "
+            "explorable: this page has no server to read them)")]
         main = pn.Column(
             v["guides"],
             v["notices"],
@@ -209,6 +221,7 @@ class ExplorableApp(pn.viewable.Viewer):
             *(traffic_curve if self.traffic else []),
             _section("What vLLM would log"),
             v["logs"],
+            *yours,  # last, as in the course: check your own traffic and your own server
             pn.pane.HTML(
                 "<footer>Simulated: vLLM V1's scheduler (v0.11 rules; v0.33 with its full-prompt gate off) on a "
                 "roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to share "
@@ -230,6 +243,13 @@ class ExplorableApp(pn.viewable.Viewer):
             css_classes=["explorable"], sizing_mode="stretch_width", margin=0, stylesheets=[stylesheet()],
             styles=dict(projector.STYLES) if self.projector else {},
         )
+
+
+def _forget_file_with_the_session(state: ExplorableState) -> None:
+    """When the reader's session ends, what its file made (cached runs, views' data) goes with it."""
+    if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+        return
+    pn.state.on_session_destroyed(lambda _context: your_workload.forget(state.uploaded))
 
 
 def build_app(state: ExplorableState | None = None, sync: bool = True) -> ExplorableApp:

@@ -20,7 +20,7 @@ import param
 from engine.settings import parse_bool
 from explorable.patches.text_updates import TextHTML
 from explorable.state import runs
-from explorable.state.control_specs import SLO_CONTROLS, URL_CONTROLS, config_fields, snap_to_step
+from explorable.state.control_specs import CONTROL_SPECS, SLO_CONTROLS, URL_CONTROLS, config_fields, snap_to_step
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.assets import stylesheet
 from explorable.views.state_view import StateView
@@ -91,6 +91,8 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
             if isinstance(text, str) and text.lower() == label.lower():
                 return choice
         raise ValueError("one of " + ", ".join(str(c) for c in choices))
+    if p.allow_None and (text is None or (isinstance(text, str) and text.lower() in ("", "none", "null"))):
+        return None  # an optional control left empty (the two-number form's fields)
     lo, hi = p.bounds
     is_int = isinstance(p, param.Integer)
     what = f"{'a whole number' if is_int else 'a number'} from {lo:,g} to {hi:,g}"
@@ -186,9 +188,16 @@ _PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakre
 
 
 def query_values(state: ExplorableState) -> dict[str, str]:
-    """Every control as its URL text (what Location.sync writes), then the page's flags."""
+    """Every control as its URL text (what Location.sync writes), then the page's flags. A link group (the
+    two-number form) goes in whole while any of its members differs from its starting value, else not at all;
+    an empty optional field never. A link never carries a file."""
     out = {}
+    defaults = {name: state.param[name].default for name in URL_CONTROLS}
+    used = {CONTROL_SPECS[n].link_group for n in URL_CONTROLS if getattr(state, n) != defaults[n]}
     for name in URL_CONTROLS:
+        group = CONTROL_SPECS[name].link_group
+        if group and (group not in used or getattr(state, name) is None):
+            continue
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)
     out.update(_PAGE_FLAGS.get(state, {}))
@@ -208,7 +217,7 @@ def share_html(href: str) -> str:
 class ShareLink(StateView):
     """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
 
-    watches = URL_CONTROLS
+    watches = (*URL_CONTROLS, "uploaded")
 
     def build(self) -> None:
         self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
@@ -219,7 +228,9 @@ class ShareLink(StateView):
         if location is None:
             return
         # Relative to the page itself, so it names the explorable's own server even inside an iframe.
-        self.pane.object = share_html(f"{location.pathname or ''}?{urlencode(query_values(self.state))}")
+        self.pane.object = share_html(f"{location.pathname or ''}?{urlencode(query_values(self.state))}") + (
+            ' <span class="muted">(your file is not in the link: whoever opens it sees the starting workload)</span>'
+            if self.state.uploaded is not None else "")
 
     def __panel__(self):
         return self.pane

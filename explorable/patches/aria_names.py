@@ -12,6 +12,9 @@ What a screen reader finds on the page's controls without this (axe-core's WCAG 
   lights its chosen button with a CSS class only: a screen reader hears every button alike. Each button
   says whether it is pressed (`aria-pressed`), and the group is a named `role="group"` (its name given by the
   page, by the group's CSS class: explorable.page.layout.group_names).
+- a number field's two spin buttons (Spinner: Panel's IntInput, under "Your workload") are <button>s with no
+  text (axe: button-name). Each is named by its field's title and direction; they answer the mouse only (the
+  field's own arrow keys do the same from the keyboard), so they are also left out of the tab order.
 
 The script goes in an invisible pane at the top of the page, as explorable.patches.paint_fix's does: it wraps
 the views' own methods through BokehJS's module loader (`Bokeh.require`), names the widgets already drawn
@@ -94,12 +97,22 @@ SCRIPT = """<script>
       group.setAttribute("aria-label", name);
     }
   };
+  const spinnerName = (view) => {
+    const title = view.model.title || view.model.name || "number";
+    for (const [button, way] of [[view.btn_up_el, "one more"], [view.btn_down_el, "one less"]]) {
+      if (!button) continue;
+      button.setAttribute("aria-label", `${title}: ${way}`);
+      button.tabIndex = -1;
+    }
+  };
   const slider = proto("Slider", "render"), titled = proto("Slider", "_update_title");
   after(slider, "render", sliderName);
   after(titled, "_update_title", sliderName);
   const checkbox = proto("Checkbox", "render"), labelled = proto("Checkbox", "_update_label");
   after(checkbox, "render", checkboxName);
   after(labelled, "_update_label", checkboxName);
+  const spinner = proto("Spinner", "render");
+  after(spinner, "render", spinnerName);
   const radio = proto("RadioButtonGroup", "_update_active");
   after(radio, "_update_active", groupState);
   const toggles = proto("CheckboxButtonGroup", "_update_active");
@@ -112,6 +125,7 @@ SCRIPT = """<script>
   const name = (view) => {
     if (slider && view instanceof slider.constructor) sliderName(view);
     if (checkbox && view instanceof checkbox.constructor) checkboxName(view);
+    if (spinner && view instanceof spinner.constructor) spinnerName(view);
     if ((radio && view instanceof radio.constructor) || (toggles && view instanceof toggles.constructor)) groupState(view);
     if (view.canvas_view) untabbed(view.canvas_view);
     for (const child of view.child_views || []) name(child);

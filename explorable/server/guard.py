@@ -22,13 +22,14 @@ from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
 from explorable.server import budget
-from explorable.state import background, runs
+from explorable.state import background, runs, your_workload
 from explorable.state.control_specs import CONTROL_SPECS, snap_to_step  # noqa: F401  (snap_to_step: callers')
 
 log = logging.getLogger(__name__)
 
 # Properties a browser legitimately sets, by Bokeh model type, and the JSON type of each.
 NUMBER, INTEGER, BOOLEAN, TEXT = "number", "integer", "boolean", "text"
+OPTIONAL_NUMBER, UPLOAD = "number or null", "file content"  # an input field left empty; a file, base64
 ACCEPTED: dict[str, dict[str, str]] = {
     "Slider": {"value": NUMBER, "value_throttled": NUMBER},  # Panel's IntSlider and FloatSlider
     "RadioButtonGroup": {"active": INTEGER},
@@ -43,6 +44,11 @@ ACCEPTED: dict[str, dict[str, str]] = {
     "Tooltip": {"visible": BOOLEAN},  # a control's help bubble
     "Location": {"href": TEXT, "hostname": TEXT, "pathname": TEXT, "protocol": TEXT, "port": TEXT,
                  "search": TEXT, "hash": TEXT},
+    # "Your workload" (explorable/views/your_workload.py): typed numbers (Panel's IntInput), the pasted log,
+    # the uploaded file (Panel's FileInput sends its content base64-encoded, in one message).
+    "Spinner": {"value": OPTIONAL_NUMBER},
+    "TextAreaInput": {"value": TEXT, "value_input": TEXT},
+    "FileInput": {"value": UPLOAD, "filename": TEXT, "mime_type": TEXT},
 }
 # bokehjs reports laid-out sizes of every layout and plot (read-only on the Python side).
 SIZES = {"inner_width", "inner_height", "outer_width", "outer_height"}
@@ -50,15 +56,23 @@ SIZES = {"inner_width", "inner_height", "outer_width", "outer_height"}
 EVENTS = {"document_ready", "button_click"}
 # What makes the page run the engine, and so goes through the compute budget.
 CONTROLS = {("Slider", "value"), ("Slider", "value_throttled"), ("RadioButtonGroup", "active"),
-            ("Select", "value"), ("CustomSelect", "value"), ("Checkbox", "active")}
-MAX_TEXT = 4096  # a URL; nothing a reader sends is longer
+            ("Select", "value"), ("CustomSelect", "value"), ("Checkbox", "active"), ("FileInput", "value")}
+MAX_TEXT = 4096  # a URL; nothing else a reader sends is longer but a pasted log and a file:
+MAX_PASTE_TEXT = your_workload.MAX_PASTE_CHARS  # a text area's own max_length, at most this
+MAX_UPLOAD_TEXT = 4 * -(-your_workload.MAX_UPLOAD_BYTES // 3)  # the largest file, base64-encoded
+# A file is read and its runs simulated off the event loop (explorable/views/your_workload.py), charged to the
+# page when done; in advance it pays what reading that much text takes (measured: a 2 MB file, 0.5-1.7 s on the
+# shared 2-core machine, by layout), so that a page uploading again and again waits its turn first.
+UPLOAD_READ_S_PER_CHAR = 0.6 / MAX_UPLOAD_TEXT
 
 
-def _json_type_ok(value: Any, kind: str) -> bool:
+def _json_type_ok(value: Any, kind: str, longest: int = MAX_TEXT) -> bool:
     if kind == BOOLEAN:
         return isinstance(value, bool)
-    if kind == TEXT:
-        return isinstance(value, str) and len(value) <= MAX_TEXT
+    if kind in (TEXT, UPLOAD):
+        return isinstance(value, str) and len(value) <= longest
+    if kind == OPTIONAL_NUMBER:
+        return value is None or _json_type_ok(value, NUMBER)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if kind == INTEGER:
@@ -111,8 +125,10 @@ class PatchFilter:
             return self.drop(f"{name}.{attr}"[:60])
         if not _reachable(model):
             return self.drop(f"{name}.{attr} (disabled or hidden)")
-        if not _json_type_ok(new, kind):
+        if not _json_type_ok(new, kind, _longest(model, attr, kind)):
             return self.drop(f"{name}.{attr} (wrong type)")
+        if name == "Spinner" and new is not None and not _in_spinner(model, new):
+            return self.drop(f"{name}.{attr} (out of range)")
         if name == "Slider":
             start, end, step = float(model.start), float(model.end), float(model.step or 0)
             if not start - step / 2 <= new <= end + step / 2:  # a slider cannot send it: a crafted value
@@ -198,6 +214,28 @@ def _budget_key(doc: Document, event: dict) -> Any | None:
     return None
 
 
+def _longest(model, attr: str, kind: str) -> int:
+    """The longest text this property may carry: a file's base64, a text area's own limit, else a URL's."""
+    if kind == UPLOAD:
+        return MAX_UPLOAD_TEXT
+    if type(model).__name__ == "TextAreaInput" and attr in ("value", "value_input"):
+        return min(int(getattr(model, "max_length", None) or MAX_PASTE_TEXT), MAX_PASTE_TEXT)
+    return MAX_TEXT
+
+
+def _in_spinner(model, value: float) -> bool:
+    """A typed number within the field's own bounds (and whole, for a whole-number field)."""
+    low, high = getattr(model, "low", None), getattr(model, "high", None)
+    if getattr(model, "mode", "int") == "int" and not float(value).is_integer():
+        return False
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _is_upload(doc: Document, event: dict) -> bool:
+    model = doc.get_model_by_id(event["model"]["id"])
+    return type(model).__name__ == "FileInput" and event.get("attr") == "value"
+
+
 def control_of(model: Any) -> str | None:
     """The control a widget's model stands for (explorable.views.controls tags each one), or None."""
     for tag in getattr(model, "tags", None) or []:
@@ -212,6 +250,9 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     (explorable.state.background) and charged to the page when they are drawn (`budget.meter_background`).
     Only slider changes are followed: buttons, selections and toggles lead to a few states each, visited
     soon by everyone."""
+    uploads = [e for _k, e in changes if e.get("kind") == "ModelChanged" and _is_upload(doc, e)]
+    if uploads:  # read and simulated off the loop: paid in advance for the reading, the runs when drawn
+        return budget.CHANGE_COST_S + UPLOAD_READ_S_PER_CHAR * sum(len(e["new"]) for e in uploads)
     if all(event.get("attr") == "value" for _key, event in changes):
         return budget.DRAG_COST_S  # a slider being dragged: Panel notes the value; nothing runs until release
     state = budget.session_of(doc).state

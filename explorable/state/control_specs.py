@@ -20,6 +20,9 @@ from engine import RunConfig
 from engine.settings import ALLOCATIONS, SETTINGS, UNITS, Setting
 
 SECTIONS = ("Scheduler", "KV cache", "Workload", "Traffic", "Advanced")
+# The "Your workload" section of the page (explorable/views/your_workload.py) draws its own inputs: its controls
+# are part of the run and the link, but not of the sidebar nor of the static build (which leaves the section out).
+YOUR_WORKLOAD = "Your workload"
 
 # The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
 # CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
@@ -59,6 +62,9 @@ class ControlSpec:
     note: str = ""  # the line of text under the control in the sidebar
     page_setting: Setting | None = None  # the declaration of a control that is no RunConfig field
     page_default: Any = None  # and its starting value
+    # In the link as a group: written whole while any member differs from its starting value, else left out
+    # (the two-number form: a link to the article's workload stays as short as before).
+    link_group: str = ""
 
     @property
     def setting(self) -> Setting:
@@ -136,6 +142,9 @@ CONTROL_SPECS: dict[str, ControlSpec] = {c.name: c for c in (
                      "them. Off by default: the article's figures assume it."),
     ControlSpec("system_prompt_len", "Workload", number_format="0,0"),
     ControlSpec("turns", "Workload"),
+    # "Your workload": the two-number form, with its request count and seed (drawn by that section).
+    *(ControlSpec(name, YOUR_WORKLOAD, link_group="two-numbers")
+      for name in ("output_p50", "output_p99", "prompt_p50", "prompt_p99", "requests", "seed")),
     # Not part of the run (goodput is read off its per-request timing), but in the URL.
     ControlSpec("slo_ttft_ms", "Traffic", number_format="0,0", slider_step=10, slider_end=10_000,
                 page_setting=_slo_setting("slo_ttft_ms", "TTFT target (ms)",
@@ -153,6 +162,8 @@ CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.in_run)
 URL_CONTROLS = tuple(CONTROL_SPECS)
 SLO_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if not c.in_run)
 FLOAT_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.in_run and c.setting.kind is float)
+WORKLOAD_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.section == YOUR_WORKLOAD)
+SIDEBAR_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.section != YOUR_WORKLOAD)
 # The static build's grid: the controls it holds, in URL order, and their values.
 GRID_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.static_stops)
 STATIC_STOPS = {name: tuple(CONTROL_SPECS[name].typed(v) for v in CONTROL_SPECS[name].static_stops)

@@ -11,11 +11,12 @@ from typing import Any
 
 import param
 
-from engine import RunConfig, Trace
+from engine import ConfigError, RunConfig, Trace, Workload
 from engine.config import pool_beyond_gpu
 from explorable.state import runs
 from explorable.state.control_specs import (  # noqa: F401  (PRODUCTION_NAMES, FLOAT_CONTROLS: for the views)
-    CONTROL_SPECS, CONTROLS, FLOAT_CONTROLS, PRODUCTION_NAMES, SLO_CONTROLS, URL_CONTROLS, config_fields,
+    CONTROL_SPECS, CONTROLS, FLOAT_CONTROLS, PRODUCTION_NAMES, SLO_CONTROLS, URL_CONTROLS, WORKLOAD_CONTROLS,
+    config_fields,
 )
 
 
@@ -38,6 +39,10 @@ class ExplorableState(_Controls):
     notices = param.List(default=[], item_type=str, precedence=-1, doc="messages for the reader (bad link values)")
     pool_warning = param.String(default="", precedence=-1,
                                 doc="why this pool could not be had on the chosen GPU beside the weights, or ''")
+    # A reader's own file (explorable.state.your_workload): held here for the session only, never in the link.
+    uploaded = param.ClassSelector(class_=Workload, default=None, allow_None=True, precedence=-1,
+                                   doc="the requests of the reader's file, or None")
+    upload_read = param.Parameter(default=None, precedence=-1, doc="what was read of that file (a WorkloadRead)")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -49,17 +54,49 @@ class ExplorableState(_Controls):
 
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
-        return RunConfig(**config_fields(self.control_values()))
+        return self.config_for(self.control_values())
 
     def config_with(self, changes: dict[str, Any]) -> RunConfig:
         """The engine's config the controls would give with `changes` (raises ConfigError for an impossible mix)."""
-        return RunConfig(**config_fields({**self.control_values(), **changes}))
+        return self.config_for({**self.control_values(), **changes})
+
+    def config_for(self, values: dict[str, Any]) -> RunConfig:
+        """The engine's config for these control values, with the reader's file when one is in use."""
+        if values.get("arrival") == "workload" and (self.uploaded is None or self.uploaded.arrival_s is None):
+            raise ConfigError("Traffic 'from file' needs a workload file with arrival times: upload one under "
+                              "Your workload, or choose all at once or arriving at a rate")
+        return RunConfig(**config_fields(values), workload=self.uploaded)
+
+    def _file_values(self, read: Any) -> dict[str, Any]:
+        workload = read.workload
+        timed = workload.arrival_s is not None and bool(workload.arrival_s.any())
+        return dict(output_p50=None, output_p99=None, prompt_p50=None, prompt_p99=None,
+                    arrival="workload" if timed else ("all-at-once" if self.arrival == "workload" else self.arrival))
+
+    def file_config(self, read: Any) -> RunConfig:
+        """The config `use_file(read)` will run (thread-safe: reads the controls, changes nothing)."""
+        return RunConfig(**config_fields({**self.control_values(), **self._file_values(read)}),
+                         workload=read.workload)
+
+    def use_file(self, read: Any) -> None:
+        """Serve the requests of a file that was read (a WorkloadRead): its own times if it has them."""
+        self.param.update(**self._file_values(read), upload_read=read, uploaded=read.workload)
+
+    def drop_file(self) -> None:
+        """Back to a generated workload (the file is forgotten)."""
+        self.param.update(uploaded=None, upload_read=None,
+                          arrival="all-at-once" if self.arrival == "workload" else self.arrival)
+
+    @param.depends("output_p50", watch=True)
+    def _two_numbers_replace_the_file(self) -> None:
+        if self.output_p50 is not None and self.uploaded is not None:
+            self.drop_file()
 
     @property
     def slo_targets(self) -> dict[str, float]:
         return {"ttft": float(self.slo_ttft_ms), "tpot": float(self.slo_tpot_ms)}
 
-    @param.depends(*CONTROLS, watch=True)
+    @param.depends(*CONTROLS, "uploaded", watch=True)
     def _run(self) -> None:
         try:
             cfg = self.run_config()
@@ -91,7 +128,8 @@ class ExplorableState(_Controls):
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
-        self.param.update(**{name: self.param[name].default for name in URL_CONTROLS})
+        self.param.update(**{name: self.param[name].default for name in URL_CONTROLS}, uploaded=None,
+                          upload_read=None)
 
     def defaults(self) -> dict[str, Any]:
         # Declared once per class and never changed: read once (the guides compare every step with the

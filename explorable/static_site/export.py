@@ -325,16 +325,18 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
     from explorable.static_site import static_page
     from explorable.page.layout import EMBED_MESSAGE
     from explorable.views.readouts import Readout, delta_cell
+    from explorable.state.control_specs import SIDEBAR_CONTROLS
     from explorable.state.store import CONTROLS, ExplorableState
 
+    controls = [n for n in CONTROLS if n in SIDEBAR_CONTROLS]  # (the section of a reader's own workload is left out)
     return {
-        "order": list(CONTROLS),
+        "order": controls,
         "grid": list(GRID_ORDER),
         "stops": {n: [url_text(n, v) for v in stops[n]] for n in GRID_ORDER},
         "numbers": {n: [float(v) for v in stops[n]] for n in GRID_ORDER if n not in CHOICES},
         "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in CHOICES},
-        "defaults": {n: url_text(n, ExplorableState.param[n].default) for n in CONTROLS},
-        "labels": {n: ExplorableState.param[n].label for n in CONTROLS},
+        "defaults": {n: url_text(n, ExplorableState.param[n].default) for n in controls},
+        "labels": {n: ExplorableState.param[n].label for n in controls},
         "states": {k: files[v] for k, v in reach.items()},
         "steps": step_keys,
         "stepValues": [{n: url_text(n, results[k]["values"][n]) for n in GRID_ORDER} for k in step_keys],

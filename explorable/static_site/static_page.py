@@ -20,7 +20,7 @@ from pyviz_comms import Comm
 
 from explorable.page.layout import ExplorableApp, configure
 from explorable.page.url import share_html
-from explorable.state.control_specs import CONTROLS, GRID_CONTROLS, STATIC_STOPS
+from explorable.state.control_specs import CONTROLS, GRID_CONTROLS, STATIC_STOPS, WORKLOAD_CONTROLS
 from explorable.state.store import ExplorableState
 from explorable.views.guide import STEPS, step_settings
 
@@ -28,7 +28,8 @@ from explorable.views.guide import STEPS, step_settings
 STOPS: dict[str, tuple] = dict(STATIC_STOPS)
 # Controls the static grid does not hold: the static build has their starting values only, named in the Advanced
 # section instead of drawn (the served app has them all; traffic: the article's all-at-once states only).
-FIXED = tuple(name for name in CONTROLS if name not in GRID_CONTROLS)
+# (The "Your workload" section's controls are left out with the section: the static build has no server to read a file.)
+FIXED = tuple(name for name in CONTROLS if name not in GRID_CONTROLS and name not in WORKLOAD_CONTROLS)
 FIXED_NOTE = ("This page is a static build: every run in it uses these starting values ({}). Changing them "
               "needs the served explorable (panel serve app.py).")
 _RATE_ONLY = ("request_rate", "burstiness")  # said only where requests arrive over time (they do not here)
@@ -94,7 +95,7 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     # stylesheet model (explorable.views.assets), so the shell carries the CSS once instead of once per component.
     with set_curdoc(doc):
         state = ExplorableState()
-        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
+        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False, workload=False)
         v = app.views
         c = v["controls"]
         c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=fixed_note(state),

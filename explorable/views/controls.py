@@ -15,7 +15,7 @@ from bokeh.models import CustomJSTickFormatter
 from explorable.views.assets import INACTIVE_STYLES, stylesheet, toggled_styles
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
-from explorable.state.control_specs import CONTROL_SPECS, LOG_STEP, SECTIONS, ControlSpec
+from explorable.state.control_specs import CONTROL_SPECS, LOG_STEP, SECTIONS, YOUR_WORKLOAD, ControlSpec
 from explorable.state.store import ExplorableState
 from explorable.views.state_view import StateView, answer_reader
 
@@ -128,6 +128,8 @@ class Controls(StateView):
         s = self.state
         self.widgets: dict[str, pn.widgets.Widget] = {}
         for spec in CONTROL_SPECS.values():
+            if spec.section == YOUR_WORKLOAD:  # (drawn by that section: explorable/views/your_workload.py)
+                continue
             widget = control_widget(s, spec)
             link(s, spec, widget)
             self.widgets[spec.name] = widget

@@ -189,7 +189,9 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
 
 
 def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
-    """The step whose settings are exactly the current controls, if any."""
+    """The step whose settings are exactly the current controls, if any (a reader's own file is no step's)."""
+    if state.uploaded is not None:
+        return None
     current = state.control_values()
     for i in range(len(steps)):
         if step_settings(state, i, steps) == current:
@@ -200,7 +202,7 @@ def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
 class Guide(StateView):
     """Numbered step buttons, the chosen step's text, and previous/next."""
 
-    watches = ("trace", "run_error")
+    watches = ("trace", "run_error", "uploaded")
     chosen = param.Integer(default=0, bounds=(0, None))
     steps = param.Parameter(default=STEPS, doc="the steps this guide walks (the article's, or TRAFFIC_STEPS)")
     css = param.String(default="step", doc="class prefix: 'step' (the article's guide), 'traffic-step' or 'prefix-step'")
@@ -253,13 +255,14 @@ class Guide(StateView):
         self._going = True
         try:
             self.chosen = index
-            self.state.param.update(**step_settings(self.state, index, self.steps))
+            self.state.param.update(**step_settings(self.state, index, self.steps), uploaded=None, upload_read=None)
         finally:
             self._going = False
         self.refresh()
 
     def _at_start(self) -> bool:
-        return all(getattr(self.state, name) == value for name, value in self.state.defaults().items())
+        return self.state.uploaded is None and all(getattr(self.state, name) == value
+                                                   for name, value in self.state.defaults().items())
 
     def refresh(self) -> None:
         if self._going:

@@ -37,6 +37,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The README's message limit (it carries the largest upload under "Your workload"; tests/explorable/
+# test_your_workload.py checks the README says the same).
+WEBSOCKET_MAX_MESSAGE_SIZE = 3_145_728
+
+
 @contextmanager
 def panel_serve(env: dict[str, str] | None = None) -> Iterator[str]:
     """A served explorable at the yielded /app URL; fails the test if it does not start in 60 s, or if its
@@ -44,7 +49,8 @@ def panel_serve(env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port), "--address", "127.0.0.1",
-         "--allow-websocket-origin", f"127.0.0.1:{port}"],
+         "--allow-websocket-origin", f"127.0.0.1:{port}",
+         "--websocket-max-message-size", str(WEBSOCKET_MAX_MESSAGE_SIZE)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     ready = threading.Event()

@@ -13,7 +13,8 @@ from engine.settings import SETTINGS
 from explorable.page.layout import build_app
 from explorable.page.url import query_values
 from explorable.server.guard import control_of
-from explorable.state.control_specs import CONTROL_SPECS, CONTROLS, GRID_CONTROLS, STATIC_STOPS, URL_CONTROLS
+from explorable.state.control_specs import (CONTROL_SPECS, CONTROLS, GRID_CONTROLS, SIDEBAR_CONTROLS, STATIC_STOPS,
+                                            URL_CONTROLS, WORKLOAD_CONTROLS)
 from explorable.state.store import ExplorableState
 
 
@@ -27,12 +28,19 @@ def test_each_run_control_is_a_runconfig_field_with_its_settings_label_and_defau
 def test_the_state_the_url_and_the_sidebar_hold_the_same_controls_in_one_order():
     app = build_app(sync=False)
     assert [n for n in ExplorableState.param if n in CONTROL_SPECS] == list(CONTROL_SPECS)
+    # The two-number form is in the link as a group, only while it is used (a link to the article stays short).
+    assert [n for n in query_values(app.state) if n in CONTROL_SPECS] == [n for n in URL_CONTROLS
+                                                                          if n not in WORKLOAD_CONTROLS]
+    app.state.param.update(output_p50=200, output_p99=2000, prompt_p50=300, prompt_p99=900)
     assert [n for n in query_values(app.state) if n in CONTROL_SPECS] == list(URL_CONTROLS)
-    assert list(app.views["controls"].widgets) == list(CONTROL_SPECS)
+    # The sidebar draws every control but the "Your workload" section's, which that section draws.
+    assert list(app.views["controls"].widgets) == list(SIDEBAR_CONTROLS)
+    assert set(SIDEBAR_CONTROLS) | set(WORKLOAD_CONTROLS) == set(CONTROL_SPECS)
 
 
 def test_every_widget_is_tagged_with_its_control_and_the_guard_reads_the_tag():
     app = build_app(sync=False)
+    app.views["your_workload"].card.collapsed = False  # the section builds its fields when first unfolded
     root = pn.panel(app).get_root(Document(), pyviz_comms.Comm())
     tagged = {control_of(m): m for m in root.select({"type": object}) if control_of(m)}
     assert set(tagged) == set(CONTROL_SPECS)
@@ -52,7 +60,7 @@ def test_quick_stops_and_the_static_grid_come_from_the_declarations():
     from explorable.static_site import export, static_page
 
     assert export.GRID_ORDER == GRID_CONTROLS and static_page.STOPS == STATIC_STOPS
-    assert set(static_page.FIXED) == set(CONTROLS) - set(GRID_CONTROLS)
+    assert set(static_page.FIXED) == set(CONTROLS) - set(GRID_CONTROLS) - set(WORKLOAD_CONTROLS)
     controls = build_app(sync=False).views["controls"]
     groups = {w.css_classes[-1]: w for w in pn.panel(controls).select(pn.widgets.RadioButtonGroup)
               if "stops" in w.css_classes}

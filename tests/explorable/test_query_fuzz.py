@@ -97,6 +97,8 @@ def expected(name: str, raw):
             return INVALID
         lookup = {str(o).lower(): o for o in p.objects} | {k.lower(): o for k, o in (p.names or {}).items()}
         return lookup.get(v.lower(), INVALID)
+    if p.allow_None and (v is None or (isinstance(v, str) and v.lower() in ("", "none", "null"))):
+        return None  # an optional control (the two-number form's) left empty
     if v is None or isinstance(v, bool):
         return INVALID
     try:
@@ -115,6 +117,8 @@ def assert_valid_and_runnable(state: ExplorableState) -> None:
     """The page shows a run of exactly these controls, and every control holds a value of its own kind."""
     for n in CONTROLS:
         v, p = getattr(state, n), P[n]
+        if v is None and p.allow_None:  # an optional control left empty (the two-number form's)
+            continue
         if isinstance(p, param.Boolean):
             assert isinstance(v, bool), (n, v)
         elif isinstance(p, param.Selector):
