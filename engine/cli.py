@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from engine.config import ConfigError, RunConfig, pool_beyond_gpu
-from engine.logs import periodic_log_line, startup_log_line
+from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, startup_log_line
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
@@ -110,6 +110,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("finished requests", f"{summary['finished_requests']}"),
         ("GPU KV cache size", f"{summary['kv_cache_tokens']:,} tokens"),
         ("maximum concurrency", f"{summary['max_concurrency']:.2f}x"),
+    ]
+    if summary.get("num_gpus", 1) > 1:
+        rows.append(("output tokens/s per GPU", f"{summary['throughput_per_gpu_tok_s']:,.0f} "
+                                                f"(of {summary['num_gpus']} GPUs)"))
+    if summary.get("refused_requests"):
+        rows.append(("refused requests", f"{summary['refused_requests']:,} (longer than --max-model-len "
+                                         f"{summary['max_model_len']:,})"))
+    rows += [
         ("trace digest", summary["trace_digest"]),
     ]
     width = max(len(k) for k, _ in rows)
@@ -135,7 +143,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print()
         print(format_summary(summary))
         print()
-        print(startup_log_line(cfg))
+        for line in [*memory_log_lines(cfg), *refusal_log_lines(cfg), startup_log_line(cfg)]:
+            print(line)
         print(periodic_log_line(trace, min(10.0, trace.makespan_s)))
     return 0
 
