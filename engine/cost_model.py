@@ -75,6 +75,14 @@ def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, compute
     return float(core.pass_seconds(cost_vector(model, gpu), _work(new_tokens, computed_before), len(new_tokens)))
 
 
+def run_pass_price(cfg, new_tokens: np.ndarray, computed_before: np.ndarray) -> tuple[float, float, float]:
+    """(bytes one GPU moves, FLOPs it does, seconds) of a pass under a RunConfig's model, GPU, KV cache dtype and
+    tensor-parallel size: what the simulator charges that pass."""
+    cost, work = run_cost_vector(cfg), _work(new_tokens, computed_before)
+    bytes_moved, flops = core.pass_work(cost, work, len(new_tokens))
+    return float(bytes_moved), float(flops), float(core.pass_seconds(cost, work, len(new_tokens)))
+
+
 def pass_bytes_and_flops(model: ModelSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> tuple[float, float]:
     """What a pass moves and computes; the live calibration fits the GPU constants against these."""
     bytes_moved, flops = core.pass_work(cost_vector(model, None), _work(new_tokens, computed_before), len(new_tokens))

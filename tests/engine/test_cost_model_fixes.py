@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from engine import RunConfig, simulate
-from engine.cost_model import run_cost_vector
-from kernels import scheduler_core as core
+from engine.cost_model import all_reduce_bytes_per_token, run_pass_price
+from engine.presets import MODELS
 
 NEW = np.array([1] * 64 + [512], dtype=np.int64)
 BEFORE = np.array([2000] * 64 + [1024], dtype=np.int64)
@@ -22,11 +22,7 @@ PAIRS = int((NEW * BEFORE + NEW * (NEW + 1) // 2).sum())  # token j of a chunk a
 
 
 def priced(cfg: RunConfig) -> tuple[float, float, float]:
-    cost = run_cost_vector(cfg)
-    out = np.zeros((core.NUM_OUT_ROWS, len(NEW)), dtype=np.int64)  # the core's pass layout
-    out[core.OUT_NEW], out[core.OUT_BEFORE] = NEW, BEFORE
-    bytes_moved, flops = core.pass_work(cost, out, len(NEW))
-    return float(bytes_moved), float(flops), float(core.pass_seconds(cost, out, len(NEW)))
+    return run_pass_price(cfg, NEW, BEFORE)
 
 
 def test_fp8_halves_the_kv_bytes_a_pass_reads():
@@ -53,8 +49,7 @@ def test_tensor_parallelism_divides_each_gpus_share_and_adds_two_all_reduces_per
 
 
 def test_one_gpu_pays_no_all_reduce():
-    cost = run_cost_vector(RunConfig())
-    assert cost[core.C_ALLREDUCE_BYTES] == 0.0
+    assert all_reduce_bytes_per_token(MODELS["Qwen3-8B"], 1) == 0.0
     bytes_moved, flops, seconds = priced(RunConfig())
     assert seconds == OVERHEAD + max(bytes_moved / BANDWIDTH, flops / FLOP_RATE)
 
