@@ -192,7 +192,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "none, the pool is --pool-gib)",
             "The share of each GPU's memory vLLM may take. The pool is what is left after the weights, the "
             "activation peak of a profiling pass at --max-num-batched-tokens and memory outside PyTorch.",
-            0.0, 1.0, lo_open=True, optional=True, ui=(0.5, 0.99, 0.01)),
+            0.0, 1.0, lo_open=True, optional=True, ui=(0.2, 0.99, 0.01)),
     Setting("kv_cache_dtype", str, "--kv-cache-dtype",
             "vLLM --kv-cache-dtype: auto (the model's dtype) or fp8 (1 byte per value: twice the blocks in the same "
             "memory, half the KV bytes a pass reads)",

@@ -21,7 +21,7 @@ from explorable.views import projector
 from explorable.page.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.views.controls import Controls
 from explorable.views.curves import Curves
-from explorable.views.guide import PREFIX_STEPS, TRAFFIC_STEPS, Guide
+from explorable.views.guide import MEMORY_STEPS, PREFIX_STEPS, TRAFFIC_STEPS, Guide
 from explorable.views.lanes import LaneChart
 from explorable.views.live import LivePanel
 from explorable.views.logs_view import LogView
@@ -162,6 +162,8 @@ class ExplorableApp(pn.viewable.Viewer):
                                               "build, which has no traffic states, leaves them out)")
     prefix = param.Boolean(default=True, doc="the steps with prefix caching (the static build, which has no caching "
                                              "states, leaves them out)")
+    memory = param.Boolean(default=True, doc="the four fixes for the memory wall (the static build, which has none "
+                                             "of their states, says where they are instead)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -173,6 +175,7 @@ class ExplorableApp(pn.viewable.Viewer):
             "guide": Guide(state=state),
             "traffic_guide": Guide(state=state, steps=TRAFFIC_STEPS, css="traffic-step"),
             "prefix_guide": Guide(state=state, steps=PREFIX_STEPS, css="prefix-step"),
+            "memory_guide": Guide(state=state, steps=MEMORY_STEPS, css="memory-step"),
             "notices": Notices(state=state),
             "readouts": Readouts(state=state),
             "lanes": lanes,
@@ -202,11 +205,17 @@ class ExplorableApp(pn.viewable.Viewer):
         traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
         prefix_steps = [_section("Then, with prefix caching", "(computed prompt blocks kept for reuse)"),
                         v["prefix_guide"]]
+        memory_steps = [_section("Four fixes for the memory wall", "(vLLM's own flags, one at a time)"),
+                        v["memory_guide"]] if self.memory else [_section(
+                            "Four fixes for the memory wall", "(--max-model-len, --gpu-memory-utilization, "
+                            "--kv-cache-dtype, --tensor-parallel-size: a guided walk in the served explorable; "
+                            "this static page holds none of their states)")]
         traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
         main = pn.Column(
             v["guide"],
             *(traffic_steps if self.traffic else []),
             *(prefix_steps if self.prefix else []),
+            *memory_steps,
             v["notices"],
             v["readouts"],
             v["lanes"],

@@ -24,7 +24,7 @@ from engine import rate_sweep
 from explorable.state import background, runs
 from explorable.server import budget
 from explorable.views import traffic_curve
-from explorable.state.store import FLOAT_CONTROLS
+from explorable.state.store import config_fields
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     if not moved:
         return budget.CHANGE_COST_S
     try:
-        cfg = runs.RunConfig(**{k: float(v) if k in FLOAT_CONTROLS else v for k, v in values.items()})
+        cfg = runs.RunConfig(**config_fields(values))
     except runs.RUN_ERRORS:
         return budget.CHANGE_COST_S  # the engine refuses it: no simulation follows
     if runs.is_cached(cfg):

@@ -22,8 +22,12 @@ CONTROLS = (
     "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
     "arrival", "request_rate", "burstiness",
     "enable_prefix_caching", "system_prompt_len", "turns",
+    "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "max_model_len",
 )
-FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness")
+FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness", "gpu_memory_utilization")
+# Controls that may be unset (None: the pool comes from pool_gib; the model's own context length); a link
+# leaves them out or says "none".
+OPTIONAL_CONTROLS = ("gpu_memory_utilization", "max_model_len")
 # SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
 SLO_CONTROLS = ("slo_ttft_ms", "slo_tpot_ms")
 
@@ -37,6 +41,11 @@ PRODUCTION_NAMES = {
 }
 
 
+def config_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """Control values as RunConfig takes them (a float control set from a link or a stop may hold an int)."""
+    return {k: float(v) if k in FLOAT_CONTROLS and v is not None else v for k, v in values.items()}
+
+
 def control(name: str) -> param.Parameter:
     """The control of RunConfig field `name`, from its one declaration (engine/settings.py): the field's
     default, label and text, and the range this page offers (the declaration's `ui`, else the field's own)."""
@@ -44,13 +53,13 @@ def control(name: str) -> param.Parameter:
     common = {"default": getattr(RunConfig(), name), "label": s.label, "doc": s.doc or s.help}
     if s.kind is bool:
         return param.Boolean(**common)
-    if s.choices:
+    if s.choices or (s.optional and s.ui and None in s.ui):  # a free number the page offers a few values of
         choices = s.ui or s.allowed()
         return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
                               **common)
     lo, hi, step = s.ui or (s.lo, s.hi, None)
     kind = param.Integer if s.kind is int else param.Number
-    return kind(bounds=(lo, hi), **({"step": step} if step else {}), **common)
+    return kind(bounds=(lo, hi), allow_None=s.optional, **({"step": step} if step else {}), **common)
 
 
 class ExplorableState(param.Parameterized):
@@ -73,6 +82,10 @@ class ExplorableState(param.Parameterized):
     enable_prefix_caching = control("enable_prefix_caching")
     system_prompt_len = control("system_prompt_len")
     turns = control("turns")
+    gpu_memory_utilization = control("gpu_memory_utilization")
+    kv_cache_dtype = control("kv_cache_dtype")
+    tensor_parallel_size = control("tensor_parallel_size")
+    max_model_len = control("max_model_len")
     slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
                                doc="A request meets its SLO when its first token comes within this long.")
     slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",
@@ -96,10 +109,7 @@ class ExplorableState(param.Parameterized):
 
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
-        values = self.control_values()
-        for name in FLOAT_CONTROLS:
-            values[name] = float(values[name])
-        return RunConfig(**values)
+        return RunConfig(**config_fields(self.control_values()))
 
     @property
     def slo_targets(self) -> dict[str, float]:

@@ -94,7 +94,7 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     # stylesheet model (explorable.page.assets), so the shell carries the CSS once instead of once per component.
     with set_curdoc(doc):
         state = ExplorableState()
-        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False)
+        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False, memory=False)
         v = app.views
         c = v["controls"]
         c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=fixed_note(state),

@@ -16,6 +16,7 @@ from explorable.page.assets import INACTIVE_STYLES, stylesheet, toggled_styles
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import PRODUCTION_NAMES, ExplorableState
+from explorable.views.memory_controls import MemoryControls
 
 # Values the course walks through, one click away (and reachable by Tab + Enter).
 SEQ_STOPS = (1, 8, 32, 64, 128, 256, 512)
@@ -145,6 +146,10 @@ class Controls(pn.viewable.Viewer):
         self.pool_warning = _note("", classes=("control-note", "pool-warning"))
         s.param.watch(self._pool_warning, "pool_warning")
         self._pool_warning()
+        self.memory = MemoryControls(state=s)
+        self.pool_note = _note("")
+        s.param.watch(self._pool_note, "gpu_memory_utilization")
+        self._pool_note()
 
     def _declared_note(self, *_):
         if self.state.allocation == "reserve":
@@ -180,6 +185,13 @@ class Controls(pn.viewable.Viewer):
                     "off with prefix caching on (KV cache, above).")
         self.prefix_note.object = f"<div>{text}</div>"
 
+    def _pool_note(self, *_):
+        sized = self.state.gpu_memory_utilization is not None
+        self.pool_note.object = ("<div>Overruled: --gpu-memory-utilization sizes the pool (GPU memory, below). "
+                                 "Choose the GiB slider there to set it by hand.</div>" if sized else "<div></div>")
+        self.pool_note.visible = sized
+        self.pool_gib.styles = toggled_styles(INACTIVE_STYLES, sized)
+
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"
         self.pool_warning.visible = bool(self.state.pool_warning)
@@ -210,7 +222,7 @@ class Controls(pn.viewable.Viewer):
             _note("Per pass is continuous batching (vLLM; TensorRT-LLM's in-flight batching); per request is "
                   f"static batching ({PRODUCTION_NAMES['request']})."),
             heading("KV cache"),
-            self.pool_gib, _stops(s, "pool_gib", self.pool_stops, "{:g} GiB"), self.pool_warning,
+            self.pool_gib, _stops(s, "pool_gib", self.pool_stops, "{:g} GiB"), self.pool_note, self.pool_warning,
             self.allocation,
             _note(f"On demand may evict ({PRODUCTION_NAMES['on-demand']}). Reserving up front never does (Orca; "
                   f"{PRODUCTION_NAMES['reserve']})."),
@@ -219,7 +231,8 @@ class Controls(pn.viewable.Viewer):
                 self.prefix_caching,
                 _note("vLLM's --enable-prefix-caching: a prompt that starts like one already computed (a shared "
                       "system prompt, or its own after an eviction) reuses those cache blocks instead of computing "
-                      "them. Off by default: the article's figures assume it.")]),
+                      "them. Off by default: the article's figures assume it."),
+                heading("GPU memory"), self.memory]),
             heading("Workload"),
             self.spread, _stops(s, "spread", SPREAD_STOPS, "{}x"),
             _note("256 requests; total output stays 65,536 tokens at every spread."),

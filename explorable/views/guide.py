@@ -14,6 +14,7 @@ from explorable.page.assets import END_OF_WALK_STYLES, set_styles, stylesheet
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import CONTROLS, ExplorableState
+from explorable.views.fixes_table import table_html, table_rows
 from explorable.views.text_pane import TextHTML
 
 
@@ -22,6 +23,8 @@ class Step:
     title: str
     text: str
     settings: dict = field(default_factory=dict)  # changes from the defaults
+    # A closing step's table: the steps (by index) whose runs it sets side by side, with what each row is called.
+    table: tuple[tuple[int, str], ...] = ()
 
 
 STEPS = (
@@ -144,6 +147,63 @@ PREFIX_STEPS = (
 )
 
 
+# Finally the course's four fixes for the memory wall, one at a time from the same wall. The wall here is sized
+# as vLLM sizes it (engine/memory.py), so that each fix acts through vLLM's own arithmetic: 0.23 of an H100's
+# memory leaves about the 2 GiB pool of the "Memory wall" step above once the weights and the profiling pass are
+# paid for.
+_WALL = {"gpu_memory_utilization": 0.23, "max_num_seqs": 512}
+MEMORY_STEPS = (
+    Step(
+        "The wall, as vLLM sizes it",
+        "The memory wall again, with the pool sized as vLLM sizes it: 0.23 of this H100's 79 GiB, less 15.3 GiB "
+        "of weights and the activations of a profiling pass, leaves 1.8 GiB, 802 blocks. The batch peaks at 11 "
+        "of 512 slots, 40 evictions throw 55,000 prompt tokens away, and the log's Maximum concurrency is 1.0x. "
+        "The next four steps each apply one of the course's fixes to this wall, alone.",
+        _WALL,
+    ),
+    Step(
+        "Lower --max-model-len",
+        "The model's 40,960-token context does not fit this pool at all, so vLLM would refuse to start; at 4,096 "
+        "it starts and Maximum concurrency reads 3.13x. The batch, the evictions and the throughput do not move: "
+        "vLLM reserves nothing for the context length, it only refuses longer requests. Try 2,048: 45 of the 256 "
+        "requests are refused.",
+        {**_WALL, "max_model_len": 4096},
+    ),
+    Step(
+        "Raise --gpu-memory-utilization",
+        "0.26 instead of 0.23: the same 0.03 the course suggests going from 0.92 to 0.95, 2.4 GiB of an 80 GB "
+        "card. Every byte of it goes to the cache, which more than doubles: 1,882 blocks, a largest batch of 25 "
+        "and about 1,760 tokens/s. The headroom it takes was for CUDA graphs and other processes.",
+        {**_WALL, "gpu_memory_utilization": 0.26},
+    ),
+    Step(
+        "Quantize the cache",
+        "--kv-cache-dtype fp8: the same 1.8 GiB holds twice the tokens (1,605 blocks), so the batch doubles and "
+        "each pass reads half the KV bytes: about 1,700 tokens/s. The price is a little accuracy; check your evals.",
+        {**_WALL, "kv_cache_dtype": "fp8"},
+    ),
+    Step(
+        "Shard it",
+        "--tensor-parallel-size 2: each GPU holds half the weights and half of every token's KV, so at the same "
+        "0.23 each keeps 9.1 GiB for a cache whose tokens are half the size: 8,320 blocks. The batch grows to "
+        "about 100 and the node serves about 5,600 tokens/s, 2,800 per GPU; every layer pays two all-reduces "
+        "over NVLink.",
+        {**_WALL, "tensor_parallel_size": 2},
+    ),
+    Step(
+        "What each fix bought",
+        "All four at once, and each fix alone, side by side below. The cap never moved: at the wall "
+        "--max-num-seqs is not what limits the batch, memory is.",
+        {**_WALL, "gpu_memory_utilization": 0.26, "kv_cache_dtype": "fp8", "tensor_parallel_size": 2,
+         "max_model_len": 4096},
+        table=((0, "the wall"), (1, "--max-model-len 4096"), (2, "--gpu-memory-utilization 0.26"),
+               (3, "--kv-cache-dtype fp8"), (4, "--tensor-parallel-size 2"), (5, "all four")),
+    ),
+)
+
+GUIDES = (STEPS, TRAFFIC_STEPS, PREFIX_STEPS, MEMORY_STEPS)
+
+
 def step_settings(state: ExplorableState, index: int, steps: tuple = STEPS) -> dict:
     """Every control's value for step `index`: the defaults plus the step's changes."""
     return {**state.defaults(), **steps[index].settings}
@@ -163,6 +223,14 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
                 f"{shown:g}" if isinstance(shown, float) else str(shown))
             named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
     return "This step sets " + "; ".join(named) + "; everything else to its starting point."
+
+
+def step_table(state: ExplorableState, index: int, steps: tuple = STEPS) -> str:
+    """Step `index`'s closing table (HTML), or '' for a step without one."""
+    table = steps[index].table
+    if not table:
+        return ""
+    return table_html(table_rows([(name, step_settings(state, i, steps)) for i, name in table]))
 
 
 def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
@@ -214,7 +282,7 @@ class Guide(pn.viewable.Viewer):
         # that is no step of this guide need saying so. At the starting point, or at another guide's step, a
         # later guide's first step is an invitation.
         self.linked = not self._at_start() and all(
-            matching_step(self.state, steps) is None for steps in (STEPS, TRAFFIC_STEPS, PREFIX_STEPS))
+            matching_step(self.state, steps) is None for steps in GUIDES)
         self.state.param.watch(self._refresh, ["trace", "run_error"])
         self.param.watch(self._refresh, "chosen")
         self._refresh()
@@ -273,7 +341,7 @@ class Guide(pn.viewable.Viewer):
                 f'<div class="{self.css}-text" data-step="{self.chosen + 1}"><span class="step-no">Step '
                 f"{self.chosen + 1} of {len(self.steps)}</span> <b>{step.title}.</b> {step.text} "
                 f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen, self.steps))}'
-                f"</span>{hint}</div>"
+                f"</span>{hint}</div>{step_table(self.state, self.chosen, self.steps)}"
             )
 
     def __panel__(self):
