@@ -46,7 +46,8 @@ def table_html(rows: list[tuple[str, dict[str, Any] | str]]) -> str:
         else:
             cells = "".join(f'<td data-key="{key}" data-value="{summary[key]!r}">{fmt.format(summary[key])}</td>'
                             for key, _, fmt in COLUMNS)
-        body.append(f'<tr data-row="{i}"><th scope="row">{html.escape(name)}</th>{cells}</tr>')
+        label = " ".join(f'<span class="nowrap">{html.escape(word)}</span>' for word in name.split())
+        body.append(f'<tr data-row="{i}"><th scope="row">{label}</th>{cells}</tr>')
     return (f'<div class="fixes-table-wrap" tabindex="0" role="region" aria-label="What each fix bought">'
             f'<table class="fixes-table"><caption>What each fix bought, each from the same wall</caption>'
             f'<thead><tr><th scope="col">setting</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')

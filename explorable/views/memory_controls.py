@@ -67,6 +67,7 @@ class MemoryControls(pn.viewable.Viewer):
             margin=(4, 12), color="primary", variant="outline")
         self.max_model_len = pn.widgets.Select.from_param(s.param.max_model_len, css_classes=["ctl-max_model_len"],
                                                           sizing_mode="stretch_width", margin=(4, 12))
+        self._following = False  # while the widgets follow the state, their watchers must not write it back
         committing = (self.pool_from, self.kv_cache_dtype, self.tensor_parallel_size, self.max_model_len)
         answer_at_once(*committing)
         settle_crossings(*committing)
@@ -83,6 +84,8 @@ class MemoryControls(pn.viewable.Viewer):
         return "pool_gib" if self.state.gpu_memory_utilization is None else "utilization"
 
     def _pool_from_chosen(self, event) -> None:
+        if self._following:
+            return
         wanted = None if event.new == "pool_gib" else float(self.utilization.value)
         if self.state.gpu_memory_utilization != wanted:
             self.state.gpu_memory_utilization = wanted
@@ -93,11 +96,15 @@ class MemoryControls(pn.viewable.Viewer):
 
     def _follow_state(self, *_) -> None:
         util = self.state.gpu_memory_utilization
-        with pn.io.hold():
-            self.pool_from.value = self._source()
-            if util is not None and abs(self.utilization.value - util) > 1e-9:
-                self.utilization.value = util
-            self.utilization.styles = toggled_styles(INACTIVE_STYLES, util is None)
+        self._following = True
+        try:
+            with pn.io.hold():
+                if util is not None and abs(self.utilization.value - util) > 1e-9:
+                    self.utilization.value = util
+                self.pool_from.value = self._source()
+                self.utilization.styles = toggled_styles(INACTIVE_STYLES, util is None)
+        finally:
+            self._following = False
 
     def _cache_line(self, *_) -> None:
         cfg = self.state.config

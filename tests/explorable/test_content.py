@@ -141,3 +141,18 @@ def test_a_long_logs_hidden_lines_still_count_their_preemptions(monkeypatch):
 def test_the_page_builds_with_every_change():
     page = build_app(ExplorableState(pool_gib=64.0, allocation="reserve", declared_multiple=2.0), sync=False)
     assert page.views["controls"].pool_warning.visible
+
+
+def test_the_gpu_memory_widgets_follow_a_step_without_writing_back():
+    from explorable.views.guide import MEMORY_STEPS, step_settings
+    from explorable.views.memory_controls import MemoryControls
+
+    state = ExplorableState()
+    memory = MemoryControls(state=state)
+    state.param.update(**step_settings(state, 0, MEMORY_STEPS))  # as a guided step sets every control at once
+    assert state.gpu_memory_utilization == 0.23 and memory.utilization.value == 0.23
+    assert memory.pool_from.value == "utilization"
+    memory.pool_from.value = "pool_gib"  # the reader picks the GiB slider
+    assert state.gpu_memory_utilization is None and state.trace.config.pool_source == "pool_gib"
+    memory.pool_from.value = "utilization"  # and back: the slider's last value
+    assert state.gpu_memory_utilization == 0.23
