@@ -1,4 +1,4 @@
-"""`python -m engine run | sweep | live`: the figures a course author quotes, from the command line.
+"""`python -m engine run | sweep | live | diagnose`: the figures a course author quotes, from the command line.
 
 Every `run` flag is a RunConfig field (declared once, in engine/settings.py) plus the output options. Bad input prints one line on
 stderr and exits 2; nothing here prints a traceback for a user's mistake. Output paths are checked before
@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from engine.config import ConfigError, RunConfig, pool_beyond_gpu
+from engine.diagnose import LogError, diagnose, parse_log
 from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, startup_log_line
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
@@ -45,6 +47,8 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
         default = getattr(_DEFAULTS, s.name)
         if s.name in _TRAFFIC_FLAGS:
             p.add_argument(s.flag, default=None, help=s.help, **_TRAFFIC_FLAGS[s.name])
+        elif s.name == "requests":  # None: not given (with --workload, given means sample the file to it)
+            p.add_argument(s.flag, type=int, default=None, help=s.help)
         elif s.kind is bool:
             # --x / --no-x, as vLLM spells its switches (--enable-prefix-caching / --no-enable-prefix-caching).
             p.add_argument(s.flag, action=argparse.BooleanOptionalAction, default=default, help=s.help)
@@ -91,9 +95,18 @@ def traffic_values(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]
     return {"arrival": arrival, "request_rate": _DEFAULTS.request_rate if rate is None else rate, "goodput": goodput}
 
 
+def request_values(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """requests and workload_sample: --requests given with --workload samples the file to that many requests."""
+    requests = overrides.get("requests", args.requests)
+    sample = overrides.get("workload_sample", args.workload_sample)
+    if requests is not None and args.workload and sample is None:
+        sample = requests
+    return {"requests": _DEFAULTS.requests if requests is None else requests, "workload_sample": sample}
+
+
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> RunConfig:
     plain = {name: getattr(args, name) for name in SETTINGS if name not in _TRAFFIC_FLAGS}
-    return RunConfig(**{**plain, **overrides, **traffic_values(args, **overrides)})
+    return RunConfig(**{**plain, **overrides, **traffic_values(args, **overrides), **request_values(args, **overrides)})
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -226,6 +239,76 @@ def _cmd_live(args: argparse.Namespace) -> int:
     return live_main(cfg, args)
 
 
+MAX_LOG_BYTES = 256 << 20  # a day of a busy server's log is far less; a device or a runaway pipe stops here
+MAX_LOG_LINE = 64 << 10  # vLLM prints nothing longer; the rest of a longer line is skipped
+
+
+def _log_lines(fh) -> Iterator[str]:
+    """Lines of a binary stream, each cut at MAX_LOG_LINE, decoded leniently; at most MAX_LOG_BYTES read."""
+    total = 0
+    while True:
+        chunk = fh.readline(MAX_LOG_LINE)
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > MAX_LOG_BYTES:
+            raise LogError(f"more than {MAX_LOG_BYTES >> 20} MiB of log; give its last part (e.g. tail -n 10000)")
+        line = chunk
+        while not chunk.endswith(b"\n"):  # the rest of an over-long line: skipped, still counted
+            chunk = fh.readline(MAX_LOG_LINE)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_LOG_BYTES:
+                raise LogError(f"more than {MAX_LOG_BYTES >> 20} MiB of log; give its last part (e.g. tail -n 10000)")
+        yield line.decode("utf-8", errors="replace")
+
+
+def _read_log(path: str | None):
+    if path is None or path == "-":
+        return parse_log(_log_lines(sys.stdin.buffer))
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise LogError(f"{path[:80]!r} is not a regular file")
+        with open(path, "rb") as fh:
+            return parse_log(_log_lines(fh))
+    except OSError as exc:
+        raise LogError(f"cannot read {path[:80]!r} ({exc.strerror})") from None
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    if args.max_num_seqs is not None and args.max_num_seqs < 1:
+        raise LogError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
+    result = diagnose(_read_log(args.file), args.max_num_seqs)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    print(f"{result.title}" + (f" ({result.case})" if result.case else ""))
+    print(result.why)
+    if result.fixes:
+        print("Fixes:")
+        for fix in result.fixes:
+            print(f"  - {fix}")
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in result.reproduce.items() if k != "pool_gib"]
+    if flags:
+        print("Reproduce it here: python -m engine run " + " ".join(flags))
+    return 0
+
+
+def _add_diagnose(sub) -> None:
+    diag = sub.add_parser("diagnose", help="read vLLM's log lines and name the case: memory-cap, slot-cap or "
+                                           "past-the-wall", formatter_class=_Help,
+                          description="Read vLLM's start-up 'GPU KV cache size' / 'Maximum concurrency' lines and its "
+                                      "periodic stats lines (Running, Waiting, Preemptions, GPU KV cache usage) from "
+                                      "FILE or stdin, and say which of the course's three cases the server is in, "
+                                      "why, and what to change.")
+    diag.add_argument("--max-num-seqs", type=int, default=None,
+                      help="the server's --max-num-seqs (default: as the log names it, else unknown)")
+    diag.add_argument("--json", action="store_true", help="print the diagnosis as JSON (case, numbers, fixes)")
+    diag.add_argument("file", nargs="?", default=None, metavar="FILE", help="a log file (default: stdin)")
+    diag.set_defaults(func=_cmd_diagnose)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0], formatter_class=_Help)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -248,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--calibrate-out", default=None,
                       help="fit the cost model to the measured passes; save it as JSON to this file")
     live.set_defaults(func=_cmd_live)
+    _add_diagnose(sub)
     return parser
 
 
@@ -257,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = args.func(args)
         sys.stdout.flush()  # here, not at exit: a reader that went away (`| head`) is handled below
         return rc
-    except (ConfigError, WorkloadError, SimulationError) as exc:
+    except (ConfigError, WorkloadError, SimulationError, LogError) as exc:
         print(f"error: {exc}"[:500], file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -14,6 +14,7 @@ import numpy as np
 from engine import memory
 from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
+from engine.quantile_workload import two_number_workload
 from engine.traffic import gamma_arrivals, parse_goodput
 from engine.workload import Workload, generate_workload, load_workload, read_only, share_prefixes
 from kernels.scheduler_core import cdiv
@@ -48,6 +49,12 @@ class RunConfig:
     system_prompt_len: int = 0  # generated workloads: tokens every prompt shares
     samples_per_prompt: int = 1  # generated workloads: vLLM's n
     turns: int = 1  # generated workloads: turns per conversation
+    workload_sample: int | None = None  # requests served of a workload file (a seeded window); None: see workload_formats
+    # The two-number workload (engine/quantile_workload.py): outputs (and optionally prompts) from p50 and p99.
+    output_p50: int | None = None
+    output_p99: int | None = None
+    prompt_p50: int | None = None
+    prompt_p99: int | None = None
     # The course's fixes for the memory wall (besides max_model_len): size the pool as vLLM does from the GPU's
     # memory (None: pool_gib says it), quantize the cache, shard the model (engine/memory.py, cost_model.py).
     gpu_memory_utilization: float | None = None
@@ -129,13 +136,22 @@ class RunConfig:
         """KV blocks that hold `tokens` tokens (an int or an array)."""
         return cdiv(tokens, self.block_size)
 
+    @property
+    def two_number_workload(self) -> bool:
+        """Do output lengths come from a p50 and a p99 (not the spread, nor a file)?"""
+        return self.workload is None and self.output_p50 is not None
+
     def build_workload(self) -> Workload:
         if isinstance(self.workload, Workload):
             return self.workload
         if isinstance(self.workload, str):
-            return load_workload(self.workload)
-        return share_prefixes(generate_workload(self.requests, self.spread, self.seed), self.system_prompt_len,
-                              self.samples_per_prompt, self.turns)
+            return load_workload(self.workload, sample=self.workload_sample, seed=self.seed)
+        if self.two_number_workload:
+            base = two_number_workload(self.requests, self.seed, self.output_p50, self.output_p99, self.prompt_p50,
+                                       self.prompt_p99)
+        else:
+            base = generate_workload(self.requests, self.spread, self.seed)
+        return share_prefixes(base, self.system_prompt_len, self.samples_per_prompt, self.turns)
 
     def arrival_times(self, workload: Workload) -> np.ndarray:
         """Each request's arrival (s), float64; empty when all arrive at once (the core's fast case)."""
@@ -171,6 +187,16 @@ def _validate(cfg: RunConfig) -> None:
     if (cfg.system_prompt_len > 0) + (cfg.samples_per_prompt > 1) + (cfg.turns > 1) > 1:
         raise ConfigError("system_prompt_len, samples_per_prompt and turns do not combine (a generated request "
                           "belongs to one prefix group); set at most one of them")
+    for what in ("output", "prompt"):
+        p50, p99 = getattr(cfg, f"{what}_p50"), getattr(cfg, f"{what}_p99")
+        if (p50 is None) != (p99 is None):
+            raise ConfigError(f"{what}_p50 and {what}_p99 go together (the log-normal through both); give both or "
+                              "neither")
+        if p50 is not None and p99 < p50:
+            raise ConfigError(f"{what}_p99 ({p99:,}) must be at least {what}_p50 ({p50:,})")
+    if cfg.prompt_p50 is not None and cfg.output_p50 is None:
+        raise ConfigError("prompt_p50 and prompt_p99 shape the two-number workload: give output_p50 and output_p99 "
+                          "too")
     _validate_parallelism(cfg)
     if cfg.pool_source == "utilization" and (refusal := memory.startup_memory_error(cfg.memory_profile)):
         raise ConfigError(f"gpu_memory_utilization {cfg.gpu_memory_utilization:g} on an {cfg.gpu}: {refusal}")
@@ -236,8 +262,10 @@ def served_requests(cfg: RunConfig, workload: Workload) -> tuple[Workload, np.nd
     def subset(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else read_only(np.ascontiguousarray(a[keep]))
 
+    # Per-request arrays lose the refused rows; the prefix tree (per group) is kept whole.
     served = Workload(subset(workload.prompt_len), subset(workload.output_len), subset(workload.arrival_s),
-                      subset(workload.prefix_group), subset(workload.prefix_len))
+                      subset(workload.prefix_group), subset(workload.prefix_len), workload.group_parent,
+                      workload.group_start)
     return served, (subset(arrivals) if arrivals.size else arrivals), int(refused.size)
 
 

@@ -28,7 +28,7 @@ PARTS = ("passes", "helpers")
 
 def _signatures() -> dict[str, list[tuple]]:
     """(dispatcher, argument types) to compile, by part, as run_to_completion and Trace.timing call them."""
-    params, _cost, prompt_len, output_len, reserve, _max_passes, arrival, group, prefix_len = \
+    params, _cost, prompt_len, output_len, reserve, _max_passes, arrival, chain_at, chain = \
         core_arguments(RunConfig())[2]
     vector, table = typeof(np.zeros(1, np.int64)), typeof(np.zeros((1, 1), np.int64))
     count = types.int64
@@ -37,8 +37,8 @@ def _signatures() -> dict[str, list[tuple]]:
     return {
         "passes": [(core.begin_pass, pass_head + (typeof(np.zeros(1, np.int32)),))],
         "helpers": [
-            (core.new_tables, tuple(typeof(a) for a in (params, prompt_len, output_len, reserve, group,
-                                                        prefix_len))),
+            (core.new_tables, tuple(typeof(a) for a in (params, prompt_len, output_len, reserve, chain_at,
+                                                        chain))),
             (core.hold_arrivals, (vector,)),
             (core.add_arrivals, (typeof(arrival), vector, table, types.float64)),
             (core.grow_rows, (table, count)),

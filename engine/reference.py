@@ -38,6 +38,8 @@ class Request:
     recomputed_prompt: int = 0
     prefix_group: int = -1
     prefix_len: int = 0
+    # The prefix groups from its group's root down to it, each with the prompt token where it starts.
+    group_path: list = field(default_factory=list)  # [(group, start token), ...]
     block_list: list = field(default_factory=list)  # with prefix caching: the Block objects it holds
     num_cached_blocks: int = 0
     most_computed: int = 0
@@ -49,10 +51,13 @@ class Request:
 
 
     def block_identity(self, j: int, block_size: int) -> tuple:
-        """What vLLM's chained hash of full block j tells apart: a prefix group's block j while it lies wholly
-        inside the shared prefix, else this request's own block j."""
-        if self.prefix_group >= 0 and (j + 1) * block_size <= self.prefix_len:
-            return ("group", self.prefix_group, j)
+        """What vLLM's chained hash of full block j tells apart: while the block lies wholly inside the shared
+        prefix, block j of the group whose line holds its last token (the deepest group of the request's path
+        starting at or before it: a tree's child group leaves its parent there); else this request's own."""
+        last_token = (j + 1) * block_size - 1
+        if self.prefix_group >= 0 and last_token < self.prefix_len:
+            holder = [g for g, start in self.group_path if start <= last_token][-1]
+            return ("group", holder, j)
         return ("own", self.id, j)
 
 
@@ -134,6 +139,17 @@ class BlockPool:
         return freed
 
 
+def _path_of(workload: Workload, group: int) -> list[tuple[int, int]]:
+    """(group, start token) from the root of `group`'s tree down to it; a group without a tree is its own root."""
+    if group < 0 or workload.group_parent is None:
+        return [(group, 0)]
+    path = []
+    while group >= 0:
+        path.append((group, int(workload.group_start[group])))
+        group = int(workload.group_parent[group])
+    return path[::-1]
+
+
 class ReferenceScheduler:
     def __init__(self, cfg: RunConfig, workload: Workload | None = None) -> None:
         self.cfg = cfg
@@ -142,7 +158,8 @@ class ReferenceScheduler:
         self.workload = served_requests(cfg, requested)[0]  # requests beyond max_model_len are refused first
         reserve = reserve_tokens(cfg, self.workload)
         self.requests = [
-            Request(i, int(p), int(o), int(reserve[i]), prefix_group=int(g), prefix_len=int(s))
+            Request(i, int(p), int(o), int(reserve[i]), prefix_group=int(g), prefix_len=int(s),
+                    group_path=_path_of(self.workload, int(g)))
             for i, (p, o, g, s) in enumerate(zip(self.workload.prompt_len, self.workload.output_len,
                                                  self.workload.prefix_group, self.workload.prefix_len))
         ]

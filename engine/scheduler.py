@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.config import RunConfig, check_servable, declared_max_tokens, served_requests
+from engine.prefix_tree import content_chains
 from engine.trace import Trace, format_digest
 from engine.workload import Workload, read_only
 from kernels import scheduler_core as core
@@ -93,9 +94,9 @@ def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
 
 
 def new_tables(params: np.ndarray, cfg: RunConfig, workload: Workload) -> tuple:
-    """The core's fresh tables for `workload` (prefix groups renumbered as the core counts them)."""
+    """The core's fresh tables for `workload` (its prefix groups as the core's content chains)."""
     return core.new_tables(params, workload.prompt_len, workload.output_len, reserve_tokens(cfg, workload),
-                           workload.dense_groups(), workload.prefix_len)
+                           *content_chains(workload, cfg.block_size))
 
 
 def reserve_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:

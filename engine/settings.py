@@ -132,8 +132,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             1, 1 << 20, ui=(1024, 65536, 256)),
     Setting("block_size", int, "--block-size", "tokens per KV cache block (vLLM --block-size)", choices=BLOCK_SIZES),
     Setting("requests", int, "requests",
-            "requests in the generated workload, all queued at 0 s (ignored with --workload)",
-            lo=1, hi=MAX_WORKLOAD_REQUESTS),
+            "requests in the generated workload, all queued at 0 s; given with --workload, the most requests a file "
+            "is sampled to (as --workload-sample) (default: 256)",
+            "How many requests the two numbers describe, all queued at 0 s.",
+            lo=1, hi=MAX_WORKLOAD_REQUESTS, ui=(1, 1024, None)),
     Setting("seed", int, "seed", "seed of the generated workload's order (same seed, same bits)", lo=0, hi=2**32 - 1),
     Setting("model", str, "model", "the model whose shapes price the run", choices=lambda: tuple(MODELS),
             ui=tuple(m for m in MODELS if m != "tiny")),  # tiny exists for CPU tests, not for readers
@@ -186,6 +188,32 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("turns", int, "conversation turns",
             "generated requests form conversations of this many turns, each turn's prompt extending the previous "
             "one's prompt and answer (ignored with --workload)", lo=1, hi=64, ui=(1, 8, 1)),
+    Setting("workload", str, "workload file",
+            "workload file, its layout read from its content: CSV prompt_len,output_len[,arrival_s]"
+            "[,prefix_group,prefix_len] or the same as JSON, Azure's TIMESTAMP,ContextTokens,GeneratedTokens, "
+            "BurstGPT's Timestamp,Model,Request tokens,Response tokens,..., or Mooncake's JSONL (timestamp, "
+            "input_length, output_length, hash_ids); at most 32 MiB and 100,000 rows, a longer file sampled (see "
+            "--workload-sample) (default: generated from --requests, --spread, --seed)", optional=True),
+    Setting("workload_sample", int, "requests sampled from the file",
+            "serve a window of this many consecutive requests of --workload, its start drawn from --seed (default: "
+            "every row of a file of at most 4,096; 1,024 of a longer one)",
+            lo=1, hi=MAX_WORKLOAD_REQUESTS, optional=True),
+    Setting("output_p50", int, "p50 of completion tokens",
+            "the two-number workload: median output length; with --output-p99, outputs follow the log-normal "
+            "through the two (ignores --spread; default: none)",
+            "The median completion_tokens of your responses.", 1, MAX_REQUEST_TOKENS, optional=True,
+            ui=(1, 32768, None)),
+    Setting("output_p99", int, "p99 of completion tokens",
+            "the two-number workload: 99th percentile of output length (with --output-p50)",
+            "The 99th percentile of completion_tokens.", 1, MAX_REQUEST_TOKENS, optional=True, ui=(1, 32768, None)),
+    Setting("prompt_p50", int, "p50 of prompt tokens",
+            "the two-number workload: median prompt length; with --prompt-p99, prompts follow the log-normal "
+            "through the two (default: the calibration workload's prompts)",
+            "The median prompt_tokens (optional).", 1, MAX_REQUEST_TOKENS, optional=True, ui=(1, 32768, None)),
+    Setting("prompt_p99", int, "p99 of prompt tokens",
+            "the two-number workload: 99th percentile of prompt length (with --prompt-p50)",
+            "The 99th percentile of prompt_tokens (optional).", 1, MAX_REQUEST_TOKENS, optional=True,
+            ui=(1, 32768, None)),
     Setting("gpu_memory_utilization", float, "--gpu-memory-utilization",
             "vLLM --gpu-memory-utilization: share of the GPU's memory vLLM may use; the KV cache pool is what is "
             "left of it after the weights and the start-up profile's activations (overrides --pool-gib; default: "
@@ -206,7 +234,4 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Splits every layer's weights and KV heads across this many GPUs: each holds a share, so more of its "
             "memory is left for the cache, and every layer pays two all-reduces over NVLink.",
             choices=TENSOR_PARALLEL_SIZES, choice_labels=("1 GPU", "2 GPUs", "4 GPUs", "8 GPUs")),
-    Setting("workload", str, "workload file", "CSV (header prompt_len,output_len[,prefix_group,prefix_len]) or JSON "
-            "workload file, at most "
-            "1 MiB and 4096 requests (default: generated from --requests, --spread, --seed)", optional=True),
 )}

@@ -15,6 +15,7 @@ from engine.config import ConfigError, RunConfig, check_servable, served_request
 from engine.cost_model import plan_seconds, run_cost_vector
 from engine.scheduler import MAX_PASSES, Scheduler, SimulationError, StepOutcome, StepPlan, reserve_tokens, \
     scheduler_params, trace_from_tables
+from engine.prefix_tree import content_chains
 from engine.trace import Trace
 from engine.workload import Workload
 from kernels import scheduler_core as core
@@ -78,8 +79,8 @@ def core_arguments(cfg: RunConfig) -> tuple[Workload, np.ndarray, tuple, int]:
     workload, arrivals, refused = served_requests(cfg, requested)
     return workload, arrivals, (
         scheduler_params(cfg, block_ids=False), run_cost_vector(cfg), workload.prompt_len,
-        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals, workload.dense_groups(),
-        workload.prefix_len,
+        workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals,
+        *content_chains(workload, cfg.block_size),
     ), refused
 
 

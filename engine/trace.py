@@ -270,7 +270,10 @@ class Trace:
             "workload": {"prompt_len": self.workload.prompt_len.tolist(),
                          "output_len": self.workload.output_len.tolist(), "arrival_s": self.arrival_s.tolist(),
                          "prefix_group": self.workload.prefix_group.tolist(),
-                         "prefix_len": self.workload.prefix_len.tolist()},
+                         "prefix_len": self.workload.prefix_len.tolist(),
+                         **({"group_parent": self.workload.group_parent.tolist(),
+                             "group_start": self.workload.group_start.tolist()} if self.workload.has_prefix_tree
+                            else {})},
             "max_num_seqs": self.config.max_num_seqs, "max_num_batched_tokens": self.config.max_num_batched_tokens,
             "block_size": self.config.block_size, "num_gpu_blocks": self.config.num_gpu_blocks,
             "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,

@@ -7,6 +7,7 @@ moves tokens between requests without changing how much work there is.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -14,7 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from statistics import NormalDist
 
@@ -25,11 +26,16 @@ PROMPT_TOKENS_PER_REQUEST = 350_309 / 256
 OUTPUT_TOKENS_PER_REQUEST = 256
 PROMPT_CV = 0.3  # "a mild spread around the mean": normal with a 0.3 coefficient of variation
 
-MAX_WORKLOAD_REQUESTS = 4096  # bound on the work one run may ask for (files included)
+MAX_WORKLOAD_REQUESTS = 4096  # bound on the work one run may ask for (a file with more rows is sampled down)
 MAX_REQUEST_TOKENS = 1_000_000
-# A file of MAX_WORKLOAD_REQUESTS rows of two 7-digit numbers is ~66 kB; 1 MiB leaves room for spacing and
-# comments-free JSON, and bounds what a mistaken path (a log, a dataset) costs to refuse.
-MAX_WORKLOAD_BYTES = 1 << 20
+# A file may hold a day of traffic: up to MAX_FILE_ROWS rows are read, and a run serves a seeded window of them
+# (engine/workload_formats.py): DEFAULT_SAMPLE_REQUESTS of a file longer than MAX_WORKLOAD_REQUESTS rows, unless
+# the run asks for another count.
+MAX_FILE_ROWS = 100_000
+DEFAULT_SAMPLE_REQUESTS = 1024
+# MAX_FILE_ROWS rows of Mooncake's JSONL (about 250 bytes a row with its block hashes) are ~25 MB; 32 MiB bounds
+# what a mistaken path (a log, a dataset) costs to refuse. The served page takes far less (explorable.state).
+MAX_WORKLOAD_BYTES = 32 << 20
 MAX_JSON_DEPTH = 16  # the format's depth is 2 ({"prompt_len": [...]}): anything deeper is not a workload
 MAX_NUMBER_DIGITS = 20  # int() of a 5,000-digit JSON number would raise or take long; tokens fit in 7
 
@@ -45,13 +51,23 @@ class WorkloadError(ValueError):
     """A workload file or array that cannot be served; the message says what is wrong."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """Requests in arrival (= id) order: all queued at t = 0, or at the times a file gave (`arrival_s`).
 
     Shared prompt prefixes (what prefix caching can reuse): two requests in the same `prefix_group` (>= 0)
     share exactly their first min(prefix_len_i, prefix_len_j) prompt tokens; group -1 shares nothing, and
     generated tokens are never shared. Omitted, no request shares anything.
+
+    Groups may form a tree (`group_parent`, `group_start`, indexed by group id 0..G-1): a group is a line of
+    prompt tokens that starts as its parent's line and leaves it at token `group_start[g]`. A request of group
+    g holds the line of every group from the root down to g, up to its `prefix_len`, so two requests share
+    their prompts up to where their paths part: in one group, min(prefix_len_i, prefix_len_j); else, where
+    each leaves the deepest group both pass through (min of the two branch tokens). A request's prompt is then
+    a chain of blocks, not one prefix (Mooncake's hash_ids, engine/workload_formats.py). Without a tree every
+    group is a root at token 0: the prefix groups above.
+
+    Equal (and hashed) by content, so a run of an in-memory workload can be cached like one of a file.
     """
 
     prompt_len: np.ndarray  # int64
@@ -59,6 +75,8 @@ class Workload:
     arrival_s: np.ndarray | None = None  # float64 seconds, nondecreasing; None: all at once
     prefix_group: np.ndarray | None = None  # int64, -1 for none
     prefix_len: np.ndarray | None = None  # int64, 0 where the group is -1
+    group_parent: np.ndarray | None = None  # int64 per group: its parent group, -1 for a root (parent < group)
+    group_start: np.ndarray | None = None  # int64 per group: the prompt token where it leaves its parent's line
 
     def __post_init__(self) -> None:
         prompt = np.ascontiguousarray(self.prompt_len, dtype=np.int64)
@@ -86,15 +104,41 @@ class Workload:
             a.setflags(write=False)
             object.__setattr__(self, {"prompt": "prompt_len", "output": "output_len", "group": "prefix_group",
                                       "shared": "prefix_len"}[name], a)
+        if (self.group_parent is None) != (self.group_start is None):
+            raise WorkloadError("group_parent and group_start go together; one of them is missing")
+        if self.group_parent is not None:
+            parent, start = _checked_tree(self.group_parent, self.group_start, group, shared)
+            object.__setattr__(self, "group_parent", parent)
+            object.__setattr__(self, "group_start", start)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of every array: two workloads with the same requests have the same one."""
+        h = hashlib.sha256()
+        for a in (self.prompt_len, self.output_len, self.arrival_s, self.prefix_group, self.prefix_len,
+                  self.group_parent, self.group_start):
+            h.update(b"-" if a is None else np.ascontiguousarray(a).tobytes() + b"|")
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workload) and (self is other or self.fingerprint == other.fingerprint)
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @property
+    def has_prefix_tree(self) -> bool:
+        return self.group_parent is not None
 
     @property
     def has_shared_prefixes(self) -> bool:
         return bool((self.prefix_len > 0).any())
 
     def dense_groups(self) -> np.ndarray:
-        """prefix_group renumbered 0, 1, ... (-1 stays): the scheduler core's numbering."""
+        """prefix_group renumbered 0, 1, ... (-1 stays): the scheduler core's numbering (a tree's groups are
+        numbered so already: its arrays are indexed by group)."""
         group = self.prefix_group
-        if group.size == 0 or group.max() < 0:
+        if group.size == 0 or group.max() < 0 or self.group_parent is not None:
             return group
         out = np.full(group.shape, -1, dtype=np.int64)
         member = group >= 0
@@ -112,6 +156,29 @@ class Workload:
     @property
     def total_output_tokens(self) -> int:
         return int(self.output_len.sum())
+
+
+def _checked_tree(parent_in, start_in, group: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """group_parent and group_start as read-only int64 arrays, checked against the requests' groups."""
+    parent = np.ascontiguousarray(parent_in, dtype=np.int64)
+    start = np.ascontiguousarray(start_in, dtype=np.int64)
+    count = parent.shape[0]
+    if parent.ndim != 1 or start.shape != parent.shape:
+        raise WorkloadError("group_parent and group_start need one entry per group")
+    ids = np.arange(count)
+    if ((parent < -1) | (parent >= ids)).any():
+        raise WorkloadError("group_parent[g] must be -1 (a root) or a group numbered before g")
+    roots = parent < 0
+    if (start[roots] != 0).any() or (start[~roots] < start[parent[~roots]]).any():
+        raise WorkloadError("group_start must be 0 for a root and at least its parent's start for any other group")
+    member = group >= 0
+    if (group[member] >= count).any():
+        raise WorkloadError(f"prefix_group names a group beyond the tree's {count} groups")
+    if (shared[member] < start[group[member]]).any():
+        raise WorkloadError("a request's prefix_len must reach the token where its group leaves its parent")
+    for a in (parent, start):
+        a.setflags(write=False)
+    return parent, start
 
 
 def _round_to_total(weights: np.ndarray, total: int) -> np.ndarray:
@@ -213,23 +280,30 @@ def _validate_prefixes(prompt: list, group: list, shared: list, source: str) -> 
     return groups, lens
 
 
+def _token_counts(values: list, name: str, source: str) -> np.ndarray:
+    """The list as int64 token counts in 1..MAX_REQUEST_TOKENS; the first bad entry named otherwise."""
+    if values and all(type(v) is int for v in values):  # (the CSV parsers' case, checked in C: a file's rows)
+        if 1 <= min(values) and max(values) <= MAX_REQUEST_TOKENS:
+            return np.array(values, dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
+            isinstance(v, float) and v.is_integer()
+        ):
+            raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
+        if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
+            raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
+    return np.array([int(v) for v in values], dtype=np.int64)
+
+
 def _validate_lengths(prompt: list, output: list, source: str, arrival: list | None = None,
                       group: list | None = None, shared: list | None = None) -> Workload:
     if len(prompt) != len(output):
         raise WorkloadError(f"{source}: prompt_len has {len(prompt)} entries but output_len has {len(output)}")
     if not prompt:
         raise WorkloadError(f"{source}: no requests")
-    if len(prompt) > MAX_WORKLOAD_REQUESTS:
-        raise WorkloadError(f"{source}: {len(prompt)} requests; at most {MAX_WORKLOAD_REQUESTS} are allowed")
-    for name, values in (("prompt_len", prompt), ("output_len", output)):
-        for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
-                isinstance(v, float) and v.is_integer()
-            ):
-                raise WorkloadError(f"{source}: {name}[{i}] = {_short(v)} is not an integer")
-            if not 1 <= int(v) <= MAX_REQUEST_TOKENS:
-                raise WorkloadError(f"{source}: {name}[{i}] = {v} is outside 1..{MAX_REQUEST_TOKENS:,}")
-    prompt_arr, output_arr = np.array([int(v) for v in prompt]), np.array([int(v) for v in output])
+    if len(prompt) > MAX_FILE_ROWS:
+        raise WorkloadError(f"{source}: {len(prompt):,} requests; at most {MAX_FILE_ROWS:,} rows are read")
+    prompt_arr, output_arr = _token_counts(prompt, "prompt_len", source), _token_counts(output, "output_len", source)
     if (group is None) != (shared is None):
         raise WorkloadError(f"{source}: prefix_group and prefix_len go together; one of them is missing")
     groups, lens = (None, None) if group is None else (np.array(v) for v in _validate_prefixes(prompt, group,
@@ -250,7 +324,8 @@ def _timed_workload(untimed: Workload, arrival: list, source: str) -> Workload:
     times = np.asarray(arrival, dtype=np.float64)
     order = np.argsort(times, kind="stable")
     return Workload(untimed.prompt_len[order], untimed.output_len[order], times[order] - times[order[0]],
-                    untimed.prefix_group[order], untimed.prefix_len[order])
+                    untimed.prefix_group[order], untimed.prefix_len[order], untimed.group_parent,
+                    untimed.group_start)
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -267,6 +342,8 @@ def _json_number(text: str) -> int | float:
 
 def _json_depth(text: str) -> int:
     """Deepest nesting of [ and { (brackets inside strings count too: a workload has none)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:  # (counted in C: the usual case needs no walk)
+        return text.count("[") + text.count("{")
     depth = deepest = 0
     for ch in text:
         if ch in "[{":
@@ -284,8 +361,22 @@ def _bad_constant(name: str):
     raise WorkloadError(f"{name} is not a token count")
 
 
-def parse_workload(text: str, source: str = "workload") -> Workload:
-    """Parse a CSV with header `prompt_len,output_len` (optionally `,arrival_s`) or the trace layout
+def raise_too_many_rows(source: str) -> None:
+    raise WorkloadError(f"{source}: more than {MAX_FILE_ROWS:,} rows; at most {MAX_FILE_ROWS:,} are read (cut the "
+                        "file, e.g. with head)")
+
+
+def parse_workload(text: str, source: str = "workload", sample: int | None = None, seed: int = 1) -> Workload:
+    """The requests of a workload file's text, in any layout engine/workload_formats.py reads (the project's
+    CSV or JSON, Azure's and BurstGPT's traces, Mooncake's JSONL), sampled to `sample` requests (a seeded
+    window) when the file has more rows, or to DEFAULT_SAMPLE_REQUESTS beyond MAX_WORKLOAD_REQUESTS rows."""
+    from engine.workload_formats import read_workload  # (it builds on this module's parsers)
+
+    return read_workload(text, source, sample=sample, seed=seed).workload
+
+
+def parse_rows(text: str, source: str = "workload") -> Workload:
+    """Every row of a CSV with header `prompt_len,output_len` (optionally `,arrival_s`) or the trace layout
     `TIMESTAMP,ContextTokens,GeneratedTokens`, or a JSON object {"prompt_len": [...], "output_len": [...]}
     (optionally "arrival_s": [...]). Timed requests are numbered in arrival order, the first at 0 s."""
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
@@ -338,7 +429,8 @@ def _csv_layout(header: list[str], source: str) -> tuple[list[int], int | None, 
             return ([header.index(prompt), header.index(output)], None if arrival is None else header.index(arrival),
                     [header.index(c) for c in PREFIX_COLUMNS] if prefix else None)
     raise WorkloadError(f"{source}: CSV header must be 'prompt_len,output_len' (optionally with 'arrival_s' and/or "
-                        f"'prefix_group,prefix_len') or 'TIMESTAMP,ContextTokens,GeneratedTokens'; got "
+                        f"'prefix_group,prefix_len'), 'TIMESTAMP,ContextTokens,GeneratedTokens' (Azure) or "
+                        f"BurstGPT's 'Timestamp,Model,Request tokens,Response tokens,...'; got "
                         f"{_short(','.join(header))}")
 
 
@@ -365,9 +457,8 @@ def _parse_csv(text: str, source: str) -> Workload:
             header = [c.strip() for c in row]
             cols, at, pcols = _csv_layout(header, source)
             continue
-        if len(prompt) >= MAX_WORKLOAD_REQUESTS:  # checked while reading: never builds a huge list
-            raise WorkloadError(f"{source}: more than {MAX_WORKLOAD_REQUESTS} requests; "
-                                f"at most {MAX_WORKLOAD_REQUESTS} are allowed")
+        if len(prompt) >= MAX_FILE_ROWS:  # checked while reading: never builds a huge list
+            raise_too_many_rows(source)
         if len(row) != len(header):
             raise WorkloadError(f"{source}: line {line_no} has {len(row)} fields, expected {len(header)}")
         cells = [row[i].strip() for i in cols + (pcols or [])]
@@ -393,8 +484,9 @@ def _parse_csv(text: str, source: str) -> Workload:
                              shared if pcols else None)
 
 
-def load_workload(path: str | Path) -> Workload:
-    """Read a workload file (CSV or JSON, by content): a regular file of at most MAX_WORKLOAD_BYTES.
+def load_workload(path: str | Path, sample: int | None = None, seed: int = 1) -> Workload:
+    """Read a workload file (its layout found from its content; sampled as `parse_workload` says): a regular
+    file of at most MAX_WORKLOAD_BYTES.
 
     Devices (/dev/zero), pipes and FIFOs are refused before they are opened for reading (a FIFO would
     block, a device never ends); the size is checked again while reading, in case the file grows.
@@ -420,4 +512,4 @@ def load_workload(path: str | Path) -> Workload:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise WorkloadError(f"workload: {name} is not a UTF-8 text file") from None
-    return parse_workload(text, source=str(p)[:80])
+    return parse_workload(text, source=str(p)[:80], sample=sample, seed=seed)

@@ -18,10 +18,12 @@ keep_freed_heap()  # a run's tables reuse the last run's pages (see kernels/heap
 
 # Per-request columns of the `req` table; those every pass reads come first (one cache line of a row).
 (PROMPT, OUTPUT, COMPUTED, GENERATED, HELD, STATUS, HIGH_WATER, NUM_CACHED, MOST_COMPUTED, TABLE_START, RESERVE,
- PREEMPTS, RECOMPUTED, RECOMPUTED_PROMPT, GROUP_BASE, PREFIX_LEN, CACHE_HITS) = range(17)
+ PREEMPTS, RECOMPUTED, RECOMPUTED_PROMPT, CHAIN_START, NUM_SHARED, CACHE_HITS) = range(17)
 NUM_REQ_FIELDS = 17
-# Prefix caching: GROUP_BASE is the content id of block 0 of the request's prefix group (-1: none), PREFIX_LEN
-# how many leading prompt tokens it shares with its group, NUM_CACHED how many of its blocks carry a hash,
+# Prefix caching: NUM_SHARED is how many of the request's leading full blocks it may share with others, named by
+# its content chain (engine/prefix_tree.py): segments (end block, content id offset) from CHAIN_START in the
+# chain region of `blocks` (see new_tables), block j < NUM_SHARED taking the id offset + j of the first segment
+# it ends before; NUM_CACHED how many of its blocks carry a hash,
 # MOST_COMPUTED the most tokens it ever had computed (below it, computing is recomputing), CACHE_HITS the
 # tokens it was served from the cache over all its admissions.
 # Request status (vLLM's RequestStatus, reduced to what the scheduler reads).
@@ -31,12 +33,13 @@ WAITING, RUNNING, FINISHED, PREEMPTED = 0, 1, 2, 3
 # (NEXT_FRESH onwards), then freed ids in the order they were freed (a ring).
 (FREE_BLOCKS, RESERVED_TOKENS, WAIT_HEAD, WAIT_LEN, RUN_LEN, BATCH_OPEN, NUM_FINISHED, DIGEST, LIVE_TOKENS,
  NEXT_FRESH, RING_HEAD, RING_LEN, RING_CAP, FREE_HEAD, FREE_TAIL, CACHE_AT, OWN_CIDS, HIT_TOKENS, LOOKUP_QUERIES,
- LOOKUP_HITS, ARRIVED, SHARED_BLOCKS, SAMPLED_AT) = range(23)
-NUM_STATE_FIELDS = 23  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
+ LOOKUP_HITS, ARRIVED, SHARED_BLOCKS, SAMPLED_AT, CHAIN_AT) = range(24)
+NUM_STATE_FIELDS = 24  # LIVE_TOKENS: computed tokens summed over running requests, kept incrementally
 # ARRIVED: requests (in id = arrival order) added to waiting so far; new_tables adds them all at t = 0.
 # With prefix caching the freed part of the free queue is a doubly linked list (a hit takes a block out of its
 # middle): FREE_HEAD/FREE_TAIL (0 = empty; block 0 is never free). CACHE_AT: where the caching regions start
-# in `blocks`; OWN_CIDS: first content id that belongs to one request alone (those below are prefix groups').
+# in `blocks`; OWN_CIDS: first content id that belongs to one request alone (those below are shared ones').
+# CHAIN_AT: where the content chains' segments start in `blocks`, two entries each (end block, id offset).
 # HIT_TOKENS: tokens served from the cache at admissions; LOOKUP_*: every lookup, as vLLM's counters count.
 # SHARED_BLOCKS: references beyond the first summed over blocks (a block two requests hold counts once): the
 # held cache's live tokens count a shared prefix once, as its memory holds it once.
@@ -96,14 +99,15 @@ def mix(h, value):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, prefix_len):
+def new_tables(params, prompt_len, output_len, reserve_tokens, chain_at, chain):
     """Fresh tables (req, state, queues, blocks) for a run: every request waiting in id order, every
     usable block free.
 
     `blocks` holds the ring of freed ids (never more than the workload can use at once: STATE[RING_CAP])
     followed by each request's block table, with room for the most blocks it can ever hold (its last
     token is never fed back); without P_BLOCK_IDS nothing is named, so `blocks` is a stub. With prefix
-    caching the caching regions follow (see R_REF); `prefix_group` numbers groups 0, 1, ... (-1: none).
+    caching the caching regions follow (see R_REF), then the content chains: request r's segments are rows
+    chain_at[r]..chain_at[r + 1] of `chain` (end block, content id offset; engine/prefix_tree.py).
     """
     n = prompt_len.shape[0]
     bs = params[P_BLOCK_SIZE]
@@ -132,24 +136,24 @@ def new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group, pre
         queues[WAIT_Q, i] = i
     if params[P_PREFIX_CACHING] == 0:  # (the ring and the tables are written before they are read)
         return req, state, queues, np.empty(start if params[P_BLOCK_IDS] else 1, dtype=np.int64)
-    # Content ids: each prefix group's full prefix blocks, then every request's own blocks (by table slot).
-    groups = 0
+    # Content ids: the shared ones the chains name, then every request's own blocks (by table slot).
+    shared_ids = 0
+    segments = chain.shape[0]
+    for k in range(segments):
+        shared_ids = max(shared_ids, chain[k, 0] + chain[k, 1])
     for i in range(n):
-        groups = max(groups, prefix_group[i] + 1)
-    group_blocks = np.zeros(groups + 1, dtype=np.int64)
-    for i in range(n):
-        if prefix_group[i] >= 0:
-            group_blocks[prefix_group[i] + 1] = max(group_blocks[prefix_group[i] + 1], prefix_len[i] // bs)
-    group_base = np.cumsum(group_blocks)
-    for i in range(n):
-        req[i, GROUP_BASE] = group_base[prefix_group[i]] if prefix_group[i] >= 0 else -1
-        req[i, PREFIX_LEN] = prefix_len[i] if prefix_group[i] >= 0 else 0
-    state[OWN_CIDS] = group_base[groups]
+        req[i, CHAIN_START] = 2 * chain_at[i]
+        req[i, NUM_SHARED] = chain[chain_at[i + 1] - 1, 0] if chain_at[i + 1] > chain_at[i] else 0
+    state[OWN_CIDS] = shared_ids
     state[CACHE_AT] = start
-    contents = state[OWN_CIDS] + start - cap
-    blocks = np.empty(start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents, dtype=np.int64)
-    blocks[start:] = 0
+    contents = shared_ids + start - cap
+    state[CHAIN_AT] = start + NUM_BLOCK_REGIONS * (cap + 1) + 2 * contents
+    blocks = np.empty(state[CHAIN_AT] + 2 * segments, dtype=np.int64)
+    blocks[start:state[CHAIN_AT]] = 0
     blocks[start + R_HASH:start + NUM_BLOCK_REGIONS * (cap + 1):NUM_BLOCK_REGIONS] = -1
+    for k in range(segments):
+        blocks[state[CHAIN_AT] + 2 * k] = chain[k, 0]
+        blocks[state[CHAIN_AT] + 2 * k + 1] = chain[k, 1]
     return req, state, queues, blocks
 
 
@@ -174,12 +178,21 @@ def _chead(state, cid):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
-def _content_ids(params, req, state, r):
-    """How request r's full blocks are identified (what vLLM's chained block hash distinguishes): block j is
-    its group's block j (content id group + j) while j < shared, wholly inside the shared prefix; else its
-    own (own + j)."""
-    shared = req[r, PREFIX_LEN] // params[P_BLOCK_SIZE] if req[r, GROUP_BASE] >= 0 else 0
-    return shared, req[r, GROUP_BASE], state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP]
+def _own_ids(state, req, r):
+    """Content id offset of request r's own blocks (past its shared ones): one id per slot of its table."""
+    return state[OWN_CIDS] + req[r, TABLE_START] - state[RING_CAP]
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def _content_id(blocks, req, r, j, own, seg):
+    """(content id of request r's full block j, the segment cursor): what vLLM's chained block hash tells
+    apart. Block j < NUM_SHARED takes the id of the first of r's segments it ends before (`seg` is the index
+    in `blocks` of a segment at or before it: callers walk j upwards and keep the cursor); past them, its own."""
+    if j >= req[r, NUM_SHARED]:
+        return own + j, seg
+    while j >= blocks[seg]:
+        seg += 2
+    return blocks[seg + 1] + j, seg
 
 
 # The free queue and each content id's blocks are doubly linked lists threaded through two regions of the
@@ -238,10 +251,11 @@ def _cache_full_blocks(params, req, state, blocks, r, full):
     start = req[r, TABLE_START]
     base = state[CACHE_AT]
     heads = _chead(state, 0)
-    shared, group, own = _content_ids(params, req, state, r)
+    own = _own_ids(state, req, r)
+    seg = state[CHAIN_AT] + req[r, CHAIN_START]
     for j in range(req[r, NUM_CACHED], full):
         b = blocks[start + j]
-        cid = group + j if j < shared else own + j
+        cid, seg = _content_id(blocks, req, r, j, own, seg)
         head = heads + 2 * cid
         last = blocks[head + 1]
         blocks[_reg(base, R_HASH, b)] = cid
@@ -260,11 +274,13 @@ def _lookup(params, req, state, blocks, r, num_tokens):
     start = req[r, TABLE_START]
     base = state[CACHE_AT]
     heads = _chead(state, 0)
-    shared, group, own = _content_ids(params, req, state, r)
+    own = _own_ids(state, req, r)
+    seg = state[CHAIN_AT] + req[r, CHAIN_START]
     hits = 0
     evictable = 0
     for j in range((num_tokens - 1) // params[P_BLOCK_SIZE]):
-        b = blocks[heads + 2 * (group + j if j < shared else own + j)]
+        cid, seg = _content_id(blocks, req, r, j, own, seg)
+        b = blocks[heads + 2 * cid]
         if b == 0:
             break
         blocks[start + j] = b
@@ -445,7 +461,7 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
         out[OUT_SAMPLE, n_sched] = n == want  # caught up with everything it has: it samples a token
         n_sched += 1
         req[r, COMPUTED] = computed + n
-        if caching and req[r, NUM_CACHED] < req[r, PREFIX_LEN] // bs and \
+        if caching and req[r, NUM_CACHED] < req[r, NUM_SHARED] and \
                 computed + n >= (req[r, NUM_CACHED] + 1) * bs:
             _cache_filled(params, req, state, blocks, r, computed + n)
         live += n
@@ -469,7 +485,7 @@ def _cache_filled(params, req, state, blocks, r, tokens):
     lookup can hit them, and it looks up only after a preemption; the hash lists it could see then are the
     same as if each block had been hashed when filled (a finished request's own blocks are never looked up).
     Hashing every block as it fills cost the default run about 6%."""
-    _cache_full_blocks(params, req, state, blocks, r, min(tokens, req[r, PREFIX_LEN]) // params[P_BLOCK_SIZE])
+    _cache_full_blocks(params, req, state, blocks, r, min(tokens // params[P_BLOCK_SIZE], req[r, NUM_SHARED]))
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
@@ -819,8 +835,7 @@ def grow_rows(a, rows):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy")
-def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes, arrival, prefix_group,
-                      prefix_len):
+def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_passes, arrival, chain_at, chain):
     """The whole run in compiled code: arrivals, begin_pass, the roofline clock, end_pass, until all finish.
 
     `arrival` holds each request's arrival time (s, nondecreasing); empty: all queued at t = 0.
@@ -828,8 +843,7 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     pass start times, the request of each output token in the order produced: pass p's are the next
     passes[p, PASS_OUTPUT]).
     """
-    req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens, prefix_group,
-                                            prefix_len)
+    req, state, queues, blocks = new_tables(params, prompt_len, output_len, reserve_tokens, chain_at, chain)
     n_req = prompt_len.shape[0]
     if arrival.shape[0] > 0:
         hold_arrivals(state)

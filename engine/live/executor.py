@@ -51,7 +51,8 @@ def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int,
     """Each request's prompt: token ids drawn from the run's seed, so reruns feed the model the same text.
 
     Requests of one prefix group start with the same text (their shared prefix), so the pages prefix caching
-    hands from one to another hold the keys and values of exactly the tokens the receiver has.
+    hands from one to another hold the keys and values of exactly the tokens the receiver has. In a tree of
+    groups a group's text is its parent's up to where it leaves it, then its own.
     """
     rng = np.random.default_rng(cfg.seed)
     tokens = [rng.integers(0, vocab_size, size=int(n)).tolist() for n in prompt_len]
@@ -59,11 +60,22 @@ def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int,
     if workload.has_shared_prefixes:
         group_rng = np.random.default_rng([cfg.seed, 1])
         texts: dict[int, list[int]] = {}
+
+        def text_of(g: int) -> list[int]:
+            if g not in texts:
+                members = workload.prefix_group == g
+                longest = int(workload.prefix_len[members].max(initial=0))
+                head: list[int] = []
+                if workload.group_parent is not None:  # its children leave its text where they start
+                    longest = max(longest, int(workload.group_start[workload.group_parent == g].max(initial=0)))
+                    if workload.group_parent[g] >= 0:
+                        head = text_of(int(workload.group_parent[g]))[:int(workload.group_start[g])]
+                texts[g] = head + group_rng.integers(0, vocab_size, size=max(0, longest - len(head))).tolist()
+            return texts[g]
+
         for r, (g, shared) in enumerate(zip(workload.prefix_group.tolist(), workload.prefix_len.tolist())):
             if g >= 0 and shared > 0:
-                longest = int(workload.prefix_len[workload.prefix_group == g].max())
-                text = texts.setdefault(g, group_rng.integers(0, vocab_size, size=longest).tolist())
-                tokens[r][:shared] = text[:shared]
+                tokens[r][:shared] = text_of(g)[:shared]
     return tokens
 
 

@@ -6,6 +6,7 @@ both are pure functions of a run's config, and both range from a few kB to a few
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -15,7 +16,10 @@ class BoundedCache:
     """Values by key, least recently used dropped first, within `max_bytes` (as `size_of` counts) and
     `max_items`. Thread-safe: a served page's update may run off the event loop."""
 
+    instances: "weakref.WeakSet[BoundedCache]" = weakref.WeakSet()  # every cache, for `drop_everywhere`
+
     def __init__(self, max_bytes: int, max_items: int, size_of: Callable[[Any], int]):
+        BoundedCache.instances.add(self)
         self.max_bytes, self.max_items, self.size_of = max_bytes, max_items, size_of
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
@@ -55,5 +59,19 @@ class BoundedCache:
             self._bytes = 0
             self.hits = self.misses = 0
 
+    def drop(self, unwanted: Callable[[Hashable], bool]) -> int:
+        """Forget every entry whose key is `unwanted` (a reader's own workload when its session ends); returns
+        how many went."""
+        with self._lock:
+            keys = [k for k in self._items if unwanted(k)]
+            for k in keys:
+                self._bytes -= self._items.pop(k)[1]
+            return len(keys)
+
     def info(self) -> dict[str, int]:
         return {"items": len(self._items), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
+
+
+def drop_everywhere(unwanted: Callable[[Hashable], bool]) -> int:
+    """`drop` in every cache of the process (runs' traces and curve points, views' data)."""
+    return sum(cache.drop(unwanted) for cache in list(BoundedCache.instances))

@@ -48,3 +48,38 @@ def cached_runs(draw, max_requests: int = 24) -> RunConfig:
                                                                                     cfg.allocation])),
                        workload=Workload(wl.prompt_len, wl.output_len, prefix_group=np.array(groups),
                                          prefix_len=np.array(shares)))
+
+
+@st.composite
+def prefix_trees(draw, n: int, prompts: list[int]) -> Workload:
+    """Prefix groups as a random tree (each group leaves its parent's line at a random token), requests placed in
+    it with prefix lengths that reach their group: the chains Mooncake's block hashes make."""
+    count = draw(st.integers(1, 5))
+    parent = [-1]
+    start = [0]
+    for g in range(1, count):
+        up = draw(st.integers(-1, g - 1))
+        parent.append(up)
+        start.append(0 if up < 0 else start[up] + draw(st.integers(0, 60)))
+    groups, shares = [], []
+    for p in prompts:
+        g = draw(st.integers(-1, count - 1))
+        if g >= 0 and start[g] <= p:
+            groups.append(g)
+            shares.append(draw(st.integers(start[g], p)))
+        else:
+            groups.append(-1)
+            shares.append(0)
+    return groups, shares, parent, start
+
+
+@st.composite
+def tree_runs(draw, max_requests: int = 20) -> RunConfig:
+    """A random tight configuration with prefix caching on and prompts sharing a tree of prefixes."""
+    cfg = draw(small_runs(max_requests))
+    wl = cfg.build_workload()
+    groups, shares, parent, start = draw(prefix_trees(wl.num_requests, wl.prompt_len.tolist()))
+    return cfg.replace(enable_prefix_caching=True, allocation="on-demand",
+                       workload=Workload(wl.prompt_len, wl.output_len, prefix_group=np.array(groups),
+                                         prefix_len=np.array(shares), group_parent=np.array(parent),
+                                         group_start=np.array(start)))

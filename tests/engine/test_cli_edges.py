@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from engine.cli import build_parser, main
-from engine.workload import MAX_WORKLOAD_BYTES, MAX_WORKLOAD_REQUESTS
+from engine.workload import DEFAULT_SAMPLE_REQUESTS, MAX_FILE_ROWS, MAX_WORKLOAD_BYTES, MAX_WORKLOAD_REQUESTS
 from tests.conftest import ROOT
 
 
@@ -49,8 +49,15 @@ def test_json_nested_100000_deep_is_refused(tmp_path, capsys):
 
 def test_too_many_rows_are_refused_while_reading_and_the_limit_is_named(tmp_path, capsys):
     path = tmp_path / "w.csv"
+    path.write_text("prompt_len,output_len\n" + "10,5\n" * (MAX_FILE_ROWS + 1))
+    assert f"at most {MAX_FILE_ROWS:,}" in refused(capsys, "run", "--workload", str(path))
+
+
+def test_more_rows_than_a_run_serves_are_sampled_not_refused(tmp_path, capsys):
+    path = tmp_path / "w.csv"
     path.write_text("prompt_len,output_len\n" + "10,5\n" * (MAX_WORKLOAD_REQUESTS + 1))
-    assert f"at most {MAX_WORKLOAD_REQUESTS}" in refused(capsys, "run", "--workload", str(path))
+    assert main(["run", "--workload", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["finished_requests"] == DEFAULT_SAMPLE_REQUESTS
 
 
 def test_a_file_over_the_size_limit_is_refused_without_reading_it_and_the_limit_is_named(tmp_path, capsys):
