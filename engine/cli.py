@@ -163,6 +163,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 _SWEEPABLE = [name for name in SETTINGS if name != "workload"]
+_MEMORY_SETTINGS = ("pool_gib", "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "max_model_len",
+                    "num_gpu_blocks_override")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -194,10 +196,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         cols = [name, "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
                 "live_cache_fraction"]
         heads = [name, "tok/s", "peak", "mean", "preempt", "prompt recomputed", "held live"]
+        if name in _MEMORY_SETTINGS:  # what the fix changes: the pool, and with TP the GPUs it costs
+            cols += ["kv_cache_tokens", "max_concurrency", "throughput_per_gpu_tok_s"]
+            heads += ["KV cache tokens", "max concurrency", "tok/s per GPU"]
 
     def cell(col: str, row: dict) -> str:
         v = row[col]
-        if col in ("throughput_tok_s",):
+        if col in ("throughput_tok_s", "throughput_per_gpu_tok_s"):
             return f"{v:,.0f}"
         if col in ("mean_batch",):
             return f"{v:.1f}"
