@@ -19,6 +19,7 @@ from engine.cost_model import cost_vector, pass_bytes_and_flops, plan_seconds
 from engine.live.device import check_memory, device_name, live_available, oom_message, resolve_device, \
     resolve_dtype
 from engine.live.errors import LiveCancelled, LiveError
+from engine.live.memory_probe import MemoryProbe
 from engine.live.stats import PASS_KINDS, LivePasses, LiveStats, pass_kind
 from engine.presets import MODELS, ModelSpec
 from engine.scheduler import Scheduler, StepOutcome, StepPlan
@@ -179,13 +180,17 @@ def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cud
     check_memory(torch, cfg, spec, torch_device)
     stage = ["starting"]  # updated as setup proceeds, so an out-of-memory error can say what it was doing
     runner = executor = None
+    probe = MemoryProbe.before_model(torch, torch_device)  # what vLLM's start-up profile measures (None on a CPU)
     try:
         runner, fallback = _start(torch, cfg, spec, torch_device, torch_dtype, weights_dir, cuda_graphs, stage)
         kernels = runner.kernels
         stage[0] = "serving the workload"
         executor = LiveExecutor(cfg, spec, runner, cancel, progress, scheduler.workload)
+        probe and probe.serving_starts()
         serve(scheduler, executor)
         passes = executor.passes()
+        memory = probe and probe.after_serving(runner.model, spec.name, device_name(torch, torch_device),
+                                               int(scheduler.trace().n_tokens.max(initial=0)))
         oom = None
     except torch.cuda.OutOfMemoryError:
         oom = stage[0]
@@ -199,6 +204,7 @@ def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cud
         passes, scheduler.workload.total_output_tokens, device=device_name(torch, torch_device),
         model_preset=spec.name, dtype=dtype_name, weights=weights_dir or f"random N(0, 0.02), seed {cfg.seed}",
         attention=kernels.attention, kernels=fallback or kernels.layer_ops, predicted_gpu=cfg.gpu, live_spec=spec,
+        memory=memory,
     )
     return scheduler.trace(measured=True, live=live)
 
