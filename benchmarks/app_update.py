@@ -69,8 +69,8 @@ def main() -> None:
 
     runs.warm()
     pending = []
-    Curves._schedule = lambda self, *_: pending.append(self._update)  # time the follow-up separately
-    TrafficCurve._schedule = lambda self, *_: pending.append(self._update)
+    Curves.changed = lambda self, *_: pending.append(self.refresh)  # time the follow-up separately
+    TrafficCurve.changed = lambda self, *_: pending.append(self.refresh)
 
     print(f"{'scenario':<55} {'response ms':>17} {'curves ms':>17} {'patch ms':>15} {'patch kB':>9}")
     print(f"{'':<55} {'median':>8} {'p95':>8} {'median':>8} {'p95':>8} {'median':>7} {'p95':>7} {'median':>9}")

@@ -57,6 +57,14 @@ class Event(IntEnum):
     FIRST_TOKEN = core.EV_FIRST_TOKEN
 
 
+# The columns of `Trace.events`, read through its named properties (`event_pass`, `event_request`, `event_kind`).
+EVENT_PASS, EVENT_REQUEST, EVENT_KIND = 0, 1, 2
+
+
+def _event_column(field: int, doc: str) -> property:
+    return property(lambda self: self.events[:, field], doc=doc)
+
+
 def _pass_column(field: int, doc: str) -> property:
     return property(lambda self: self.passes[:, field], doc=doc)
 
@@ -71,7 +79,7 @@ class Trace:
     workload: Workload
     passes: np.ndarray  # int64 [passes, fields]: read it through the named properties below
     pass_duration: np.ndarray  # seconds, float64 [passes]
-    events: np.ndarray  # int64 [events, 3]: (pass, request, Event)
+    events: np.ndarray  # int64 [events, 3]: (pass, request, Event): read it through the event_* properties
     requests: np.ndarray  # int64 [requests, fields]: the final per-request table, read through properties
     digest: str
     measured: bool = False  # True when durations were read off a GPU
@@ -140,13 +148,20 @@ class Trace:
     def admit_lists(self) -> list[list[list[int]]]:
         """Per pass, [request, tokens from the prefix cache] for every admission (new or resumed), in order."""
         out: list[list[list[int]]] = [[] for _ in range(self.num_passes)]
-        mask = (self.events[:, 2] == Event.ADMIT) | (self.events[:, 2] == Event.RESUME)
-        for (p, r), cached in zip(self.events[mask, :2].tolist(), self.event_cached[mask].tolist()):
+        mask = (self.event_kind == Event.ADMIT) | (self.event_kind == Event.RESUME)
+        for p, r, cached in zip(self.event_pass[mask].tolist(), self.event_request[mask].tolist(),
+                                self.event_cached[mask].tolist()):
             out[p].append([r, cached])
         return out
 
+    # -- per event (in the order the core recorded them) ---------------------------------------------
+    event_pass = _event_column(EVENT_PASS, "the pass each event happened in")
+    event_request = _event_column(EVENT_REQUEST, "the request it happened to")
+    event_kind = _event_column(EVENT_KIND, "what happened (an Event)")
+
     def events_of(self, kind: Event) -> np.ndarray:
-        return self.events[self.events[:, 2] == kind]
+        """The rows of `events` of one kind: (pass, request, kind)."""
+        return self.events[self.event_kind == kind]
 
     # -- per request ------------------------------------------------------------------------------
     preemptions_per_request = _request_column(core.PREEMPTS, "times each request was evicted")
@@ -252,7 +267,7 @@ class Trace:
         queries = int(self.lookup_queries.sum())
         return {
             "prefix_cache_hit_tokens": int(self.cached_per_pass.sum()),
-            "prefix_cache_readmission_hit_tokens": int(self.event_cached[self.events[:, 2] == Event.RESUME].sum()),
+            "prefix_cache_readmission_hit_tokens": int(self.event_cached[self.event_kind == Event.RESUME].sum()),
             "prefix_cache_hit_rate": int(self.lookup_hits.sum()) / queries if queries else 0.0,
         }
 

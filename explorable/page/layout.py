@@ -14,11 +14,10 @@ import param
 from panel.reactive import Syncable
 
 from explorable.state import background
-from explorable.server import budget, health, log_limits
 from explorable.patches import inline_arrays, prompt_writes
 from explorable.page import links, startup, url
 from explorable.views import projector
-from explorable.page.assets import logo_svg, stylesheet, stylesheet_css
+from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.views.controls import Controls
 from explorable.views.curves import Curves
 from explorable.views.guide import MEMORY_STEPS, PREFIX_STEPS, TRAFFIC_STEPS, Guide
@@ -30,6 +29,7 @@ from explorable.views.readouts import Readouts
 from explorable.views.traffic_curve import TrafficCurve
 from explorable.state.store import ExplorableState
 from explorable.views.strips import Strips
+from explorable.views.state_view import StateView, answer_reader
 from explorable.views.text_pane import TextHTML
 
 TITLE = "Continuous batching is not a bigger batch"
@@ -66,14 +66,11 @@ def _one_message_per_browser_event() -> None:
 
 
 def configure() -> None:
-    """Once per process: Panel's extension for this app, the public server's boundaries (links, logs, compute
-    budget, deep health check), one message per browser event, and numba's compiled scheduler and the default
-    runs prepared in the background."""
+    """Once per process: Panel's extension for this app, tolerant links, one message per browser event, and
+    numba's compiled scheduler and the default runs prepared in the background. (A served app also puts up the
+    public server's boundaries: `explorable.server.install()`.)"""
     url.install()
     links.install()
-    log_limits.install()
-    budget.install()
-    health.install()
     _one_message_per_browser_event()
     inline_arrays.install()
     prompt_writes.install()
@@ -86,22 +83,19 @@ def configure() -> None:
     startup.begin()  # numba's compile and the default runs, in the background (explorable.page.startup)
 
 
-class Notices(pn.viewable.Viewer):
+class Notices(StateView):
     """Messages for the reader (a link value that fell back to its default), with a dismiss button."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = ("notices",)
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.text = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=0)
         self.dismiss = pn.widgets.Button(label="Dismiss", margin=(6, 6), width=90)
-        self.dismiss.on_click(lambda _e: self.state.dismiss_notices())
+        self.dismiss.on_click(answer_reader(lambda _e: self.state.dismiss_notices()))
         self.box = pn.Row(self.text, self.dismiss, css_classes=["notices"], sizing_mode="stretch_width",
                           visible=False, margin=(4, 10), stylesheets=[stylesheet()])
-        self.state.param.watch(self._update, "notices")
-        self._update()
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         items = "".join(f"<li>{html.escape(n)}</li>" for n in self.state.notices)
         self.text.object = f'<div class="notice" data-notice="link"><ul>{items}</ul></div>'
         self.box.visible = bool(self.state.notices)
@@ -194,7 +188,7 @@ class ExplorableApp(pn.viewable.Viewer):
                 fig.min_border_left = projector.LANE_BORDER_LEFT
                 fig.height += 30  # room for 16 px tick labels beside the strips' axis labels
             lanes.figure.min_border_bottom = 12  # the last request's 16 px tick label
-            self.views["share"]._update()
+            self.views["share"].refresh()
 
     def __panel__(self):
         v = self.views

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 import panel.io.location as panel_location
 import param
 
-from explorable.server.guard import snap_to_step
+from explorable.state.control_specs import snap_to_step
 
 _panel_location_params: Callable[..., dict] = panel_location._get_location_params
 SECOND_QUESTION_MARK_NOTICE = "The link had a second '?'; it was read as '&' (one query, several settings)."

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import panel as pn
 
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 
 log = logging.getLogger(__name__)
 

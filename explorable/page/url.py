@@ -19,8 +19,10 @@ import param
 from engine.settings import parse_bool
 from explorable.page import links
 from explorable.state import runs
-from explorable.page.assets import stylesheet
-from explorable.state.store import CONTROLS, SLO_CONTROLS, ExplorableState, config_fields
+from explorable.views.assets import stylesheet
+from explorable.state.control_specs import SLO_CONTROLS, URL_CONTROLS, config_fields
+from explorable.state.store import CONTROLS, ExplorableState
+from explorable.views.state_view import StateView
 from explorable.views.text_pane import TextHTML
 
 _panel_parse_query = panel_location.parse_query
@@ -99,7 +101,7 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
     """
     notices: list[str] = []
     accepted: dict[str, Any] = {}
-    for name in (*CONTROLS, *SLO_CONTROLS):
+    for name in URL_CONTROLS:
         if name not in query:
             continue
         raw = query[name]
@@ -116,7 +118,7 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
     if slo:
         state.param.update(**slo)
     merged = {**state.control_values(), **accepted}
-    problem = runs.config_problem(_as_config_fields(merged))
+    problem = runs.config_problem(config_fields(merged))
     while problem and accepted:
         named = [n for n in accepted if n in problem] or list(accepted)
         for n in named:
@@ -126,16 +128,12 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
             f"The link's settings cannot run ({problem}); "
             f"using the default{'s' if len(named) > 1 else ''} for {', '.join(named)}."
         )
-        problem = runs.config_problem(_as_config_fields(merged))
+        problem = runs.config_problem(config_fields(merged))
     if accepted:
         state.param.update(**accepted)
     for text in notices:
         state.add_notice(text)
     return notices
-
-
-def _as_config_fields(values: dict[str, Any]) -> dict[str, Any]:
-    return config_fields(values)
 
 
 def _show(raw: Any) -> str:
@@ -166,7 +164,7 @@ def sync_url(state: ExplorableState) -> None:
     def write_url(*_):
         location.search = "?" + urlencode(query_values(state))
 
-    state.param.watch(write_url, [*CONTROLS, *SLO_CONTROLS])
+    state.param.watch(write_url, list(URL_CONTROLS))
     # The browser keeps the URL it was opened with until the page has loaded; write the full, cleaned
     # query once it has, so the address bar names every control from the start.
     pn.state.onload(write_url)
@@ -180,7 +178,7 @@ _PAGE_FLAGS: weakref.WeakKeyDictionary[ExplorableState, dict[str, str]] = weakre
 def query_values(state: ExplorableState) -> dict[str, str]:
     """Every control as its URL text (what Location.sync writes), then the page's flags."""
     out = {}
-    for name in (*CONTROLS, *SLO_CONTROLS):
+    for name in URL_CONTROLS:
         value = state.param[name].serialize(getattr(state, name))
         out[name] = value if isinstance(value, str) else json.dumps(value)  # an unset optional control: null
     out.update(_PAGE_FLAGS.get(state, {}))
@@ -197,19 +195,16 @@ def share_html(href: str) -> str:
             "Open this exact state in a new tab</a> (copy its address to share it)")
 
 
-class ShareLink(pn.viewable.Viewer):
+class ShareLink(StateView):
     """A link to the page's exact state: in a course page's iframe the reader cannot see the address bar."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = URL_CONTROLS
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.pane = TextHTML("", stylesheets=[stylesheet()], margin=(0, 12, 8, 12), sizing_mode="stretch_width",
                              css_classes=["share"], visible=pn.state.location is not None)
-        self.state.param.watch(self._update, [*CONTROLS, *SLO_CONTROLS])
-        self._update()
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         location = pn.state.location
         if location is None:
             return

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections import Counter
 from typing import Any
 
 from bokeh.core.serialization import Serialized
 from bokeh.document import Document
 
-from engine import rate_sweep
-from explorable.state import background, runs
 from explorable.server import budget
-from explorable.views import traffic_curve
-from explorable.state.store import config_fields
+from explorable.state import background, runs
+from explorable.state.control_specs import CONTROL_SPECS, snap_to_step  # noqa: F401  (snap_to_step: callers')
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +52,6 @@ EVENTS = {"document_ready", "button_click"}
 CONTROLS = {("Slider", "value"), ("Slider", "value_throttled"), ("RadioButtonGroup", "active"),
             ("Select", "value"), ("CustomSelect", "value"), ("Checkbox", "active")}
 MAX_TEXT = 4096  # a URL; nothing a reader sends is longer
-
-
-def snap_to_step(value: float, start: float, end: float, step: float) -> float:
-    """`value` on the grid start + k * step, inside [start, end] (a slider's own rule)."""
-    if step <= 0:
-        return min(max(value, start), end)
-    k = round((value - start) / step)
-    snapped = min(max(start + k * step, start), end)
-    return float(round(snapped, 9))
 
 
 def _json_type_ok(value: Any, kind: str) -> bool:
@@ -98,19 +88,19 @@ class PatchFilter:
     def event(self, event: Any) -> dict | None:
         """The event to apply (maybe with a snapped value), or None to drop it."""
         if not isinstance(event, dict):
-            return self._drop("not an event")
+            return self.drop("not an event")
         kind = event.get("kind")
         if kind == "ModelChanged":
             return self._model_changed(event)
         if kind == "MessageSent":
             return self._message(event)
-        return self._drop(str(kind)[:40])  # data replaced, streamed, patched; roots added or removed
+        return self.drop(str(kind)[:40])  # data replaced, streamed, patched; roots added or removed
 
     def _model_changed(self, event: dict) -> dict | None:
         model = _model_of(self.doc, event.get("model"))
         attr, new = event.get("attr"), event.get("new")
         if model is None or not isinstance(attr, str):
-            return self._drop("unknown model")
+            return self.drop("unknown model")
         name = type(model).__name__
         if attr in SIZES and _json_type_ok(new, INTEGER if isinstance(new, int) else NUMBER):
             return event
@@ -118,15 +108,15 @@ class PatchFilter:
             return event  # bokehjs shows and hides a Card's children when the reader folds it
         kind = ACCEPTED.get(name, {}).get(attr)
         if kind is None:
-            return self._drop(f"{name}.{attr}"[:60])
+            return self.drop(f"{name}.{attr}"[:60])
         if not _reachable(model):
-            return self._drop(f"{name}.{attr} (disabled or hidden)")
+            return self.drop(f"{name}.{attr} (disabled or hidden)")
         if not _json_type_ok(new, kind):
-            return self._drop(f"{name}.{attr} (wrong type)")
+            return self.drop(f"{name}.{attr} (wrong type)")
         if name == "Slider":
             start, end, step = float(model.start), float(model.end), float(model.step or 0)
             if not start - step / 2 <= new <= end + step / 2:  # a slider cannot send it: a crafted value
-                return self._drop(f"{name}.{attr} (out of range)")
+                return self.drop(f"{name}.{attr} (out of range)")
             snapped = snap_to_step(float(new), start, end, step)
             if isinstance(new, int) and float(new).is_integer() and snapped.is_integer():
                 snapped = int(snapped)
@@ -134,39 +124,43 @@ class PatchFilter:
                 self.snapped += 1
                 return {**event, "new": snapped}
         if name == "RadioButtonGroup" and not 0 <= new < len(model.labels):
-            return self._drop(f"{name}.{attr} (out of range)")
+            return self.drop(f"{name}.{attr} (out of range)")
         if name == "Select" and new not in _options(model):
-            return self._drop(f"{name}.{attr} (not an option)")
+            return self.drop(f"{name}.{attr} (not an option)")
         return event
 
     def _message(self, event: dict) -> dict | None:
         data = event.get("msg_data")
         if event.get("msg_type") != "bokeh_event" or not isinstance(data, dict):
-            return self._drop("message")
+            return self.drop("message")
         name = data.get("name")
         if name not in EVENTS:
-            return self._drop(f"event {str(name)[:30]}")
+            return self.drop(f"event {str(name)[:30]}")
         if name == "button_click":
             values = data.get("values")
             entries = values.get("entries") if isinstance(values, dict) else None
             model_ref = next((v for k, v in entries or [] if k == "model"), None) if isinstance(entries, list) else None
             model = _model_of(self.doc, model_ref)
             if model is None or type(model).__name__ != "Button" or not _reachable(model):
-                return self._drop("button_click (unknown, disabled or hidden)")
+                return self.drop("button_click (unknown, disabled or hidden)")
         return event
 
-    def _drop(self, what: str) -> None:
+    def drop(self, what: str) -> None:
         self.dropped[what] += 1
         return None
 
 
+_CARD_CHILDREN: weakref.WeakKeyDictionary[Document, frozenset[str]] = weakref.WeakKeyDictionary()
+_GUARDED: weakref.WeakSet[Document] = weakref.WeakSet()
+
+
 def _folded_by_cards(doc: Document) -> frozenset[str]:
     """Ids of the models a Card shows and hides (its children); computed once per document."""
-    found = getattr(doc, "_explorable_card_children", None)
+    found = _CARD_CHILDREN.get(doc)
     if found is None:
         found = frozenset(child.id for m in doc.models if type(m).__name__ == "Card"
                           for child in getattr(m, "children", []) or [] if hasattr(child, "id"))
-        doc._explorable_card_children = found
+        _CARD_CHILDREN[doc] = found
     return found
 
 
@@ -184,7 +178,7 @@ def filter_patch(doc: Document, patch_json: Any) -> tuple[Any | None, PatchFilte
     content = patch_json.content if serialized else patch_json
     events = content.get("events") if isinstance(content, dict) else None
     if not isinstance(events, list):
-        pf._drop("malformed patch")
+        pf.drop("malformed patch")
         return None, pf
     kept = [e for e in (pf.event(ev) for ev in events) if e is not None]
     if not kept:
@@ -204,6 +198,14 @@ def _budget_key(doc: Document, event: dict) -> Any | None:
     return None
 
 
+def control_of(model: Any) -> str | None:
+    """The control a widget's model stands for (explorable.views.controls tags each one), or None."""
+    for tag in getattr(model, "tags", None) or []:
+        if isinstance(tag, dict) and isinstance(tag.get("control"), str):
+            return tag["control"]
+    return None
+
+
 def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     """What applying these control changes will cost the server's event loop (s): Panel's processing, and
     a simulation for a new run. The new points of the two curves are simulated off the loop
@@ -213,29 +215,26 @@ def change_cost(doc: Document, changes: list[tuple[Any, dict]]) -> float:
     if all(event.get("attr") == "value" for _key, event in changes):
         return budget.DRAG_COST_S  # a slider being dragged: Panel notes the value; nothing runs until release
     state = budget.session_of(doc).state
-    if state is None or not hasattr(state, "control_values"):
+    if state is None or not hasattr(state, "config_with"):
         return budget.CHANGE_COST_S
-    values, moved = state.control_values(), False
+    moved = {}
     for _key, event in changes:
         if event.get("kind") != "ModelChanged" or event["attr"] != "value_throttled":
             continue
-        model = doc.get_model_by_id(event["model"]["id"])
-        for css in getattr(model, "css_classes", None) or []:
-            if css.startswith("ctl-") and css[4:] in values:
-                # The request-rate slider moves log2 of the rate (explorable.views.controls.log_rate_slider).
-                new = 2 ** event["new"] if css == "ctl-request_rate" else event["new"]
-                values[css[4:]], moved = new, True
+        spec = CONTROL_SPECS.get(control_of(doc.get_model_by_id(event["model"]["id"])))
+        if spec is not None and spec.in_run:
+            moved[spec.name] = spec.from_slider(event["new"])  # a log-scale slider sends log2 of the value
     if not moved:
         return budget.CHANGE_COST_S
     try:
-        cfg = runs.RunConfig(**config_fields(values))
+        cfg = state.config_with(moved)
     except runs.RUN_ERRORS:
         return budget.CHANGE_COST_S  # the engine refuses it: no simulation follows
     if runs.is_cached(cfg):
         return budget.CHANGE_COST_S  # someone has been here
     missing = 0  # the throughput curves run on the worker thread, charged when drawn (budget.meter_background)
-    if cfg.arrival != "all-at-once" and not traffic_curve.is_known(cfg):  # the request-rate curve (12 + 1 runs)
-        missing += rate_sweep.NUM_POINTS + 1
+    if cfg.arrival != "all-at-once" and not runs.has_rate_curve(cfg):  # the request-rate curve (12 + 1 runs)
+        missing += runs.RATE_CURVE_POINTS + 1
     return budget.CHANGE_COST_S + (1 + missing) * runs.mean_simulation_s()
 
 
@@ -248,7 +247,7 @@ def protect(doc: Document | None, state: Any = None) -> None:
         return
     if state is not None:
         budget.attach_state(doc, state)
-    if getattr(doc, "_explorable_guarded", False):
+    if doc in _GUARDED:
         return
     apply = doc.apply_json_patch
 
@@ -278,6 +277,6 @@ def protect(doc: Document | None, state: Any = None) -> None:
             log.debug("applied: %s", ", ".join(str(k or e.get("attr") or e.get("kind")) for k, e in keyed))
         apply(patch, setter=setter)
 
-    doc.apply_json_patch = guarded_apply_json_patch
-    doc._explorable_guarded = True
+    doc.apply_json_patch = guarded_apply_json_patch  # this document's own method, for this document alone
+    _GUARDED.add(doc)
     doc.on_session_destroyed(lambda _context: budget.forget(doc))

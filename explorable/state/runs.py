@@ -20,6 +20,7 @@ import numpy as np
 
 from engine import ConfigError, RunConfig, SimulationError, Trace, simulate
 from engine.config import check_servable
+from engine.rate_sweep import NUM_POINTS as RATE_CURVE_POINTS, default_rates, sweep_rates
 from engine.workload import WorkloadError
 from explorable.state.bounded_cache import BoundedCache
 
@@ -31,6 +32,7 @@ RUN_ERRORS = (ConfigError, SimulationError, WorkloadError)
 TRACE_CACHE_BYTES = 160 * 2**20
 TRACE_CACHE_ITEMS = 256
 THROUGHPUT_CACHE_ITEMS = 16384  # one float and its RunConfig (~1 kB) each: ~16 MB at most
+RATE_CURVE_CACHE_ITEMS = 128  # twelve rates' figures each (a few kB)
 
 # Installed by explorable.server.budget on a server; None elsewhere (tests, notebooks). `background_meter` takes the
 # simulations a worker thread ran for the page (`collecting`), reported from the page's thread.
@@ -133,6 +135,38 @@ def has_throughput(cfg: RunConfig) -> bool:
 
 
 throughput.cache_clear = _POINTS.clear  # type: ignore[attr-defined]
+
+
+# The request-rate curve (the knee): twelve rates' figures by the config they sweep around.
+_RATE_CURVES = BoundedCache(max_bytes=1 << 62, max_items=RATE_CURVE_CACHE_ITEMS, size_of=lambda _curve: 0)
+
+
+def rate_curve_key(cfg: RunConfig) -> RunConfig:
+    """The curve does not depend on the rate it marks, nor on how the run on screen arrives."""
+    return cfg.replace(arrival="rate", request_rate=RunConfig().request_rate, goodput=None)
+
+
+def rate_curve(cfg: RunConfig) -> dict[str, np.ndarray]:
+    """rate, req/s served, output tok/s, p99 TTFT and p99 TPOT (ms) at twelve rates around `cfg`'s knee
+    (engine.rate_sweep); kept for every session."""
+    key = rate_curve_key(cfg)
+    found, data = _RATE_CURVES.get(key)
+    if found:
+        return data
+    rows = sweep_rates(key, default_rates(key))
+    data = {name: np.array([r[col] for r in rows], dtype=np.float64) for name, col in (
+        ("rate", "request_rate"), ("served", "request_throughput"), ("tok_s", "throughput_tok_s"),
+        ("ttft", "ttft_ms_p99"), ("tpot", "tpot_ms_p99"))}
+    _RATE_CURVES.put(key, data)
+    return data
+
+
+def has_rate_curve(cfg: RunConfig) -> bool:
+    """Is the request-rate curve around `cfg` known (drawing it costs no simulation)?"""
+    return rate_curve_key(cfg) in _RATE_CURVES
+
+
+rate_curve.cache_clear = _RATE_CURVES.clear  # type: ignore[attr-defined]
 
 
 def config_problem(cfg_fields: dict) -> str | None:

@@ -1,7 +1,7 @@
 """The explorable's single source of truth: the controls, the run they give, and what the reader is told.
 
-No Panel here. The controls are parameters (bounds and labels declared once, widgets generated from them,
-the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
+No Panel here. The controls are parameters, one per entry of explorable.state.control_specs (bounds and
+labels declared once, widgets generated from them, the URL synced to them); every change re-runs the engine and publishes a new `trace` and `summary`, with
 the previous summary kept for the readouts' deltas. A setting the engine refuses never raises: it becomes
 `run_error` and the last good run stays on screen. Links are read and written in `explorable.page.url`.
 """
@@ -12,84 +12,24 @@ from typing import Any
 import param
 
 from engine import RunConfig, Trace
-from engine.settings import SETTINGS
 from engine.config import pool_beyond_gpu
 from explorable.state import runs
-
-# Every control, in the order the sidebar and the URL list them. Names are RunConfig's (and vLLM's).
-CONTROLS = (
-    "max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread",
-    "model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl",
-    "arrival", "request_rate", "burstiness",
-    "enable_prefix_caching", "system_prompt_len", "turns",
-    "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "max_model_len",
+from explorable.state.control_specs import (  # noqa: F401  (PRODUCTION_NAMES, FLOAT_CONTROLS: for the views)
+    CONTROL_SPECS, CONTROLS, FLOAT_CONTROLS, PRODUCTION_NAMES, SLO_CONTROLS, URL_CONTROLS, config_fields,
 )
-FLOAT_CONTROLS = ("pool_gib", "declared_multiple", "spread", "request_rate", "burstiness", "gpu_memory_utilization")
-# Controls that may be unset (None: the pool comes from pool_gib; the model's own context length); a link
-# leaves them out or says "none".
-OPTIONAL_CONTROLS = ("gpu_memory_utilization", "max_model_len")
-# SLO targets: not part of the run (goodput is read off the run's per-request timing), but in the URL.
-SLO_CONTROLS = ("slo_ttft_ms", "slo_tpot_ms")
-
-# The production setting each mode stands for, so a student can find it on a real server (TensorRT-LLM's
-# CapacitySchedulerPolicy; vLLM has no such choice: it always allocates on demand and preempts).
-PRODUCTION_NAMES = {
-    "on-demand": "vLLM's only behaviour; TensorRT-LLM's MAX_UTILIZATION",
-    "reserve": "TensorRT-LLM's default, GUARANTEED_NO_EVICT",
-    "pass": "continuous batching: vLLM; TensorRT-LLM's in-flight batching",
-    "request": "TensorRT-LLM's legacy STATIC_BATCH",
-}
 
 
-def config_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """Control values as RunConfig takes them (a float control set from a link or a stop may hold an int)."""
-    return {k: float(v) if k in FLOAT_CONTROLS and v is not None else v for k, v in values.items()}
+def _control_parameters() -> dict[str, param.Parameter]:
+    return {name: spec.parameter() for name, spec in CONTROL_SPECS.items()}
 
 
-def control(name: str) -> param.Parameter:
-    """The control of RunConfig field `name`, from its one declaration (engine/settings.py): the field's
-    default, label and text, and the range this page offers (the declaration's `ui`, else the field's own)."""
-    s = SETTINGS[name]
-    common = {"default": getattr(RunConfig(), name), "label": s.label, "doc": s.doc or s.help}
-    if s.kind is bool:
-        return param.Boolean(**common)
-    if s.choices or (s.optional and s.ui and None in s.ui):  # a free number the page offers a few values of
-        choices = s.ui or s.allowed()
-        return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
-                              **common)
-    lo, hi, step = s.ui or (s.lo, s.hi, None)
-    kind = param.Integer if s.kind is int else param.Number
-    return kind(bounds=(lo, hi), allow_None=s.optional, **({"step": step} if step else {}), **common)
+# One parameter per declared control (explorable.state.control_specs), in URL order: its default, range, label
+# and text come from that declaration and engine/settings.py, never from a second one here.
+_Controls = param.parameterized_class("Controls", _control_parameters())
 
 
-class ExplorableState(param.Parameterized):
+class ExplorableState(_Controls):
     """The controls of one reader's page and the run they describe."""
-
-    # -- controls: each RunConfig field's range, label and text come from engine/settings.py ----------
-    max_num_seqs = control("max_num_seqs")
-    pool_gib = control("pool_gib")
-    allocation = control("allocation")
-    declared_multiple = control("declared_multiple")
-    unit = control("unit")
-    spread = control("spread")
-    model = control("model")
-    gpu = control("gpu")
-    max_num_batched_tokens = control("max_num_batched_tokens")
-    scheduler_reserve_full_isl = control("scheduler_reserve_full_isl")
-    arrival = control("arrival")
-    request_rate = control("request_rate")
-    burstiness = control("burstiness")
-    enable_prefix_caching = control("enable_prefix_caching")
-    system_prompt_len = control("system_prompt_len")
-    turns = control("turns")
-    gpu_memory_utilization = control("gpu_memory_utilization")
-    kv_cache_dtype = control("kv_cache_dtype")
-    tensor_parallel_size = control("tensor_parallel_size")
-    max_model_len = control("max_model_len")
-    slo_ttft_ms = param.Number(default=1000.0, bounds=(10.0, 60_000.0), label="TTFT target (ms)",
-                               doc="A request meets its SLO when its first token comes within this long.")
-    slo_tpot_ms = param.Number(default=50.0, bounds=(1.0, 1_000.0), label="TPOT target (ms)",
-                               doc="... and its later tokens come, on average, at least this often.")
 
     # -- derived (not widgets, not in the URL) ----------------------------------------------------
     trace = param.ClassSelector(class_=Trace, default=None, allow_None=True, precedence=-1)
@@ -110,6 +50,10 @@ class ExplorableState(param.Parameterized):
     def run_config(self) -> RunConfig:
         """The engine's config for the current controls (raises ConfigError for an impossible mix)."""
         return RunConfig(**config_fields(self.control_values()))
+
+    def config_with(self, changes: dict[str, Any]) -> RunConfig:
+        """The engine's config the controls would give with `changes` (raises ConfigError for an impossible mix)."""
+        return RunConfig(**config_fields({**self.control_values(), **changes}))
 
     @property
     def slo_targets(self) -> dict[str, float]:
@@ -147,7 +91,7 @@ class ExplorableState(param.Parameterized):
 
     def reset(self) -> None:
         """Every control back to the article's starting point."""
-        self.param.update(**{name: self.param[name].default for name in (*CONTROLS, *SLO_CONTROLS)})
+        self.param.update(**{name: self.param[name].default for name in URL_CONTROLS})
 
     def defaults(self) -> dict[str, Any]:
         # Declared once per class and never changed: read once (the guides compare every step with the

@@ -28,11 +28,14 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from explorable.state.control_specs import CONTROL_SPECS, GRID_CONTROLS
 from explorable.static_site import static_data
 
 WORK = ".work"
 STATIC_JS = Path(__file__).resolve().parent / "static" / "cb-static.js"
-GRID_ORDER = ("max_num_seqs", "pool_gib", "allocation", "declared_multiple", "unit", "spread")
+# The grid's controls in URL order: those whose declaration gives static stops (explorable.state.control_specs).
+GRID_ORDER = GRID_CONTROLS
+CHOICES = tuple(n for n in GRID_ORDER if CONTROL_SPECS[n].setting.choices)  # the rest are numbers
 
 
 class ExportError(Exception):
@@ -91,7 +94,7 @@ def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
             raise ExportError(f"--stops {name}: each value must be {exc}") from None
         if not values:
             raise ExportError(f"--stops {name}: no values")
-        stops[name] = tuple(sorted(values)) if name not in ("allocation", "unit") else values
+        stops[name] = tuple(sorted(values)) if name not in CHOICES else values
     defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
     missing = [n for n in GRID_ORDER if defaults[n] not in stops[n]]
     if missing:
@@ -157,11 +160,11 @@ def _delta_cells(summary: dict, previous: dict, values: dict) -> list[str]:
     """The six readouts' change cells of `summary` after `previous`, as the readouts pane's model holds them."""
     from engine import RunConfig
     from explorable.views.readouts import delta_cell, readouts
-    from explorable.state.store import CONTROLS, ExplorableState
-    from explorable.page.url import _as_config_fields
+    from explorable.state.control_specs import CONTROLS, config_fields
+    from explorable.state.store import ExplorableState
 
     defaults = {n: ExplorableState.param[n].default for n in CONTROLS}
-    cfg = RunConfig(**_as_config_fields({**defaults, **values}))
+    cfg = RunConfig(**config_fields({**defaults, **values}))
     return [html.escape(delta_cell(r)) for r in readouts(summary, previous, cfg)]
 
 
@@ -317,7 +320,6 @@ _SWITCH = """<script>(() => {  // ?projector=1 is the projector page's, as on th
 def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str], step_keys: list[str],
             results: dict[str, dict], shared: list[dict]) -> dict[str, Any]:
     """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
-    from explorable.views import controls as controls_module
     from explorable.static_site import static_page
     from explorable.page.layout import EMBED_MESSAGE
     from explorable.views.readouts import Readout, delta_cell
@@ -327,8 +329,8 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
         "order": list(CONTROLS),
         "grid": list(GRID_ORDER),
         "stops": {n: [url_text(n, v) for v in stops[n]] for n in GRID_ORDER},
-        "numbers": {n: [float(v) for v in stops[n]] for n in GRID_ORDER if n not in ("allocation", "unit")},
-        "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in ("allocation", "unit")},
+        "numbers": {n: [float(v) for v in stops[n]] for n in GRID_ORDER if n not in CHOICES},
+        "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in CHOICES},
         "defaults": {n: url_text(n, ExplorableState.param[n].default) for n in CONTROLS},
         "labels": {n: ExplorableState.param[n].label for n in CONTROLS},
         "states": {k: files[v] for k, v in reach.items()},
@@ -337,9 +339,9 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
         "guide": static_page.guide_fragments(page),
         "controls": static_page.control_fragments(page),
         "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
-        "buttonStops": {n: [url_text(n, v) for v in b] for n, b in (
-            ("max_num_seqs", controls_module.SEQ_STOPS), ("pool_gib", page.app.views["controls"].pool_stops),
-            ("declared_multiple", controls_module.DECLARED_STOPS), ("spread", controls_module.SPREAD_STOPS))},
+        "buttonStops": {n: [url_text(n, CONTROL_SPECS[n].typed(v)) for v in (
+            page.app.views["controls"].pool_stops if n == "pool_gib" else CONTROL_SPECS[n].stops)]
+            for n in GRID_ORDER if CONTROL_SPECS[n].stops},
         "embedMessage": EMBED_MESSAGE,
         "shareText": page.ui_models["share"].text,
         "shareHref": static_page.SHARE_HREF,

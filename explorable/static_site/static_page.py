@@ -18,26 +18,17 @@ from bokeh.models import Axis, ColumnDataSource, CustomJS, FixedTicker, Label, M
 from panel.io.state import set_curdoc
 from pyviz_comms import Comm
 
-from explorable.views import controls as controls_module
-from explorable.page.url import share_html
-from explorable.views.guide import STEPS, step_settings
 from explorable.page.layout import ExplorableApp, configure
+from explorable.page.url import share_html
+from explorable.state.control_specs import CONTROLS, GRID_CONTROLS, STATIC_STOPS
 from explorable.state.store import ExplorableState
+from explorable.views.guide import STEPS, step_settings
 
-# The static build's stops: finer pool stops than the served sidebar's, since a reader of the static page
-# can reach only the stops (its sliders snap to them).
-STOPS: dict[str, tuple] = {
-    "max_num_seqs": controls_module.SEQ_STOPS,
-    "pool_gib": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0),
-    "allocation": ("on-demand", "reserve"),
-    "declared_multiple": controls_module.DECLARED_STOPS,
-    "unit": ("pass", "request"),
-    "spread": tuple(float(s) for s in controls_module.SPREAD_STOPS),
-}
+# The static build's stops: each grid control's `static_stops` (explorable.state.control_specs).
+STOPS: dict[str, tuple] = dict(STATIC_STOPS)
 # Controls the static grid does not hold: the static build has their starting values only, named in the Advanced
 # section instead of drawn (the served app has them all; traffic: the article's all-at-once states only).
-FIXED = ("model", "gpu", "max_num_batched_tokens", "scheduler_reserve_full_isl", "arrival", "request_rate", "burstiness",
-         "enable_prefix_caching", "system_prompt_len", "turns")
+FIXED = tuple(name for name in CONTROLS if name not in GRID_CONTROLS)
 FIXED_NOTE = ("This page is a static build: every run in it uses these starting values ({}). Changing them "
               "needs the served explorable (panel serve app.py).")
 _RATE_ONLY = ("request_rate", "burstiness")  # said only where requests arrive over time (they do not here)
@@ -80,9 +71,18 @@ class Page:
     ui_models: dict[str, Model] = field(default_factory=dict)  # widgets, buttons, guide, notices
 
 
-def _model(viewable: pn.viewable.Viewable, root: Model) -> Model:
-    """The Bokeh model Panel made for `viewable` in the page rooted at `root`."""
-    return viewable._models[root.ref["id"]][0]
+TAG = "cb-static:"  # the tag that names a model the static page addresses (`name_models`)
+
+
+def name_models(viewables: dict[str, pn.viewable.Viewable]) -> None:
+    """Tag each viewable with its name, before the page is rendered, so its Bokeh model can be found."""
+    for name, viewable in viewables.items():
+        viewable.tags = [*viewable.tags, TAG + name]
+
+
+def named_models(root: Model, names) -> dict[str, Model]:
+    """The Bokeh model of each viewable `name_models` tagged, in the page rooted at `root`."""
+    return {name: root.select_one({"tags": TAG + name}) for name in names}
 
 
 def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Page:
@@ -91,7 +91,7 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     configure()
     doc = Document()
     # Built as the page's current document, as a served session is: every component then shares one
-    # stylesheet model (explorable.page.assets), so the shell carries the CSS once instead of once per component.
+    # stylesheet model (explorable.views.assets), so the shell carries the CSS once instead of once per component.
     with set_curdoc(doc):
         state = ExplorableState()
         app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False, memory=False)
@@ -101,33 +101,33 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
                        grid_only=True)  # before it is drawn
         share = v["share"].pane
         share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
+        guide, notices = v["guide"], v["notices"]
+        panes = {"readouts": v["readouts"].pane, "run_error": v["readouts"].error, "lanes.caption": v["lanes"].caption,
+                 "log": v["logs"].pane, "pool_warning": c.pool_warning}
+        ui_panes = {f"ctl.{name}": c.widgets[name] for name in STOPS}
+        ui_panes.update({"declared_note": c.declared_note, "reset": c.reset, "guide.text": guide.text,
+                         "guide.prev": guide.prev, "guide.next": guide.next, "notices.text": notices.text,
+                         "notices.box": notices.box, "notices.dismiss": notices.dismiss, "share": share,
+                         "guide.steps": guide.step_buttons})
+        name_models({**panes, **ui_panes})
         root = pn.panel(app).get_root(doc, Comm())
     pn.io.model.add_to_doc(root, doc, True)
     page = Page(state, app, doc)
 
     lanes, strips, curves = v["lanes"], v["strips"], v["curves"]
     run = {
-        "readouts": _model(v["readouts"].pane, root), "run_error": _model(v["readouts"].error, root),
+        **named_models(root, panes),
         "lanes.source": lanes.source, "lanes.marks": lanes.marks, "lanes.details": lanes.details, "lanes.times": lanes.times,
         "lanes.x_range": lanes.x_range, "lanes.y_range": lanes.y_range, "lanes.y_ticker": lanes.y_ticker,
-        "lanes.caption": _model(lanes.caption, root),
         "strips.batch": strips.batch_source, "strips.kv": strips.kv_source, "strips.batch_range": strips.batch_range,
         "strips.cap": strips.cap, "strips.cap_label": strips.cap_label, "strips.kv_axis": strips.kv_fig.yaxis[0],
-        "log": _model(v["logs"].pane, root), "pool_warning": _model(c.pool_warning, root),
     }
     for key, curve in (("seqs", curves.by_seqs), ("pool", curves.by_pool)):
         run.update({f"curve.{key}.line": curve.line, f"curve.{key}.point": curve.point,
                     f"curve.{key}.marker": curve.marker, f"curve.{key}.y_range": curve.figure.y_range})
     page.run_models = run
 
-    guide, notices = v["guide"], v["notices"]
-    ui = {f"ctl.{name}": _model(getattr(c, name), root) for name in STOPS}
-    ui.update({"declared_note": _model(c.declared_note, root), "reset": _model(c.reset, root),
-               "guide.text": _model(guide.text, root), "guide.prev": _model(guide.prev, root),
-               "guide.next": _model(guide.next, root), "notices.text": _model(notices.text, root),
-               "notices.box": _model(notices.box, root), "notices.dismiss": _model(notices.dismiss, root),
-               "share": _model(share, root)})
-    ui["guide.steps"] = _model(guide.step_buttons, root)
+    ui = named_models(root, ui_panes)
     ui.update(_stop_groups(root))
     page.ui_models = ui
     missing = [name for name, m in {**run, **ui}.items() if m.document is not doc]
@@ -136,12 +136,12 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
 
 
 def _stop_groups(root: Model) -> dict[str, Model]:
-    """Each control's quick stops (one button group, `stops.pool_gib`), found by their CSS class."""
+    """Each control's quick stops (one button group, `stops.pool_gib`), found by the tag the sidebar gives it."""
     out: dict[str, Model] = {}
     for m in root.select({"type": Model}):
-        for cls in getattr(m, "css_classes", None) or []:
-            if cls.startswith("stop-") and cls[5:] in STOPS:
-                out[f"stops.{cls[5:]}"] = m
+        for tag in getattr(m, "tags", None) or []:
+            if isinstance(tag, dict) and tag.get("stops") in STOPS:
+                out[f"stops.{tag['stops']}"] = m
     return out
 
 
@@ -168,9 +168,9 @@ def set_controls(page: Page, values: dict[str, Any]) -> None:
     The readouts are drawn without a previous setting: the static page puts each change's deltas in."""
     state = page.state
     state.param.update(**{**state.defaults(), **values})
-    page.app.views["curves"]._update()  # outside a server it runs at once; called to be sure it has
+    page.app.views["curves"].refresh()  # outside a server it runs at once; called to be sure it has
     state.previous_summary = None
-    page.app.views["readouts"]._update()
+    page.app.views["readouts"].refresh()
 
 
 def on_change_js(page: Page) -> None:
@@ -200,14 +200,14 @@ def guide_fragments(page: Page) -> list[dict[str, dict]]:
         entry = {}
         state.param.update(**step_settings(state, i))
         guide.chosen = i
-        guide._refresh()
+        guide.refresh()
         entry["match"] = patch(names)
         state.param.update(**{**state.defaults(), "max_num_seqs": 1})  # a setting that is no step
         for kind, followed in (("drifted", True), ("link", False)):
             guide.chosen = i
             guide.followed = followed
             guide.linked = True  # ('link': the page opened at these settings)
-            guide._refresh()
+            guide.refresh()
             entry[kind] = patch(names)
         out.append(entry)
     guide.linked = False  # the shell is drawn at the starting point

@@ -12,7 +12,6 @@ from functools import partial
 
 import numpy as np
 import panel as pn
-import param
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, NumeralTickFormatter, Range1d, Span
 from bokeh.plotting import figure
 from panel.io.state import set_curdoc
@@ -23,7 +22,7 @@ from explorable.views import palette
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
-from explorable.state.store import ExplorableState
+from explorable.views.state_view import StateView
 
 # The article walks these values; the rest fill the curve in on a log scale.
 SEQ_SWEEP = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -162,23 +161,18 @@ def _in_page(doc, deliver, done: tuple) -> None:
         deliver(*done)
 
 
-class Curves(pn.viewable.Viewer):
+class Curves(StateView):
     """Throughput against --max-num-seqs and against pool GiB, for the other current settings."""
 
-    state = param.ClassSelector(class_=ExplorableState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         ticks = (1, 4, 16, 64, 256, 1024)  # two octaves apart: labels never touch, even at 16 px on a phone
         self.by_seqs = _Curve("max_num_seqs", SEQ_SWEEP, "--max-num-seqs", ticks, [str(t) for t in ticks], "")
         pool_ticks = (1, 2, 4, 8, 16, 32, 64)
         self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
                               [str(t) for t in pool_ticks], " GiB")
         self._config = None
-        self.state.param.watch(self._schedule, "trace")
-        self._update()
 
-    def _schedule(self, *_):
+    def changed(self, *_events) -> None:
         # The curves may need up to ~30 uncached runs. Served, they are simulated on a worker thread
         # (explorable.state.background) while the lanes and readouts go out and the event loop answers other
         # pages; they are drawn when ready. Outside a server they are drawn at once. Curves someone has
@@ -188,7 +182,7 @@ class Curves(pn.viewable.Viewer):
             return
         doc = pn.state.curdoc
         if (self.by_seqs.known(cfg) and self.by_pool.known(cfg)) or doc is None or doc.session_context is None:
-            self._update()
+            self.refresh()
             return
         background.submit(id(self), partial(runs.collecting, partial(self._sweeps, cfg)),
                           partial(_hand_over, doc, partial(self._deliver, cfg)))
@@ -203,9 +197,9 @@ class Curves(pn.viewable.Viewer):
         if runs.background_meter is not None and simulated_s:
             runs.background_meter(simulated_s)
         if self.state.config == cfg:
-            self._update()
+            self.refresh()
 
-    def _update(self):
+    def refresh(self) -> None:
         cfg = self.state.config
         if cfg is None or cfg == self._config:
             return

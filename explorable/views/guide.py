@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.page.assets import END_OF_WALK_STYLES, set_styles, stylesheet
+from explorable.views.assets import END_OF_WALK_STYLES, set_styles, stylesheet
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.fixes_table import table_html, table_rows
+from explorable.views.state_view import StateView, answer_reader
 from explorable.views.text_pane import TextHTML
 
 
@@ -242,16 +243,15 @@ def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
     return None
 
 
-class Guide(pn.viewable.Viewer):
+class Guide(StateView):
     """Numbered step buttons, the chosen step's text, and previous/next."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = ("trace", "run_error")
     chosen = param.Integer(default=0, bounds=(0, None))
     steps = param.Parameter(default=STEPS, doc="the steps this guide walks (the article's, or TRAFFIC_STEPS)")
     css = param.String(default="step", doc="class prefix: 'step' (the article's guide), 'traffic-step' or 'prefix-step'")
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         # The numbered steps: one button group (a few models per page rather than a Button each), its lit
         # button the step the controls are at (none when they are at no step, so that choosing the step
         # shown again is a click that counts).
@@ -267,10 +267,10 @@ class Guide(pn.viewable.Viewer):
                                       stylesheets=[stylesheet()])
         self.next = pn.widgets.Button(label="next step \u2192", css_classes=["step-nav"], margin=(2, 3),
                                       stylesheets=[stylesheet()])
-        # At an end the button is greyed, not disabled (explorable.page.assets.END_OF_WALK_STYLES): a key press on it
+        # At an end the button is greyed, not disabled (explorable.views.assets.END_OF_WALK_STYLES): a key press on it
         # must change nothing, not put the current step's settings back over what the reader has moved.
-        self.prev.on_click(lambda _e: self.chosen > 0 and self.go(self.chosen - 1))
-        self.next.on_click(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1))
+        self.prev.on_click(answer_reader(lambda _e: self.chosen > 0 and self.go(self.chosen - 1)))
+        self.next.on_click(answer_reader(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1)))
         self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
         match = matching_step(self.state, self.steps)
@@ -283,10 +283,9 @@ class Guide(pn.viewable.Viewer):
         # later guide's first step is an invitation.
         self.linked = not self._at_start() and all(
             matching_step(self.state, steps) is None for steps in GUIDES)
-        self.state.param.watch(self._refresh, ["trace", "run_error"])
-        self.param.watch(self._refresh, "chosen")
-        self._refresh()
+        self.param.watch(self.changed, "chosen")
 
+    @answer_reader
     def _step_clicked(self, event) -> None:
         if event.new is not None and not self._lighting:
             self.go(event.new)
@@ -304,12 +303,12 @@ class Guide(pn.viewable.Viewer):
             self.state.param.update(**step_settings(self.state, index, self.steps))
         finally:
             self._going = False
-        self._refresh()
+        self.refresh()
 
     def _at_start(self) -> bool:
         return all(getattr(self.state, name) == value for name, value in self.state.defaults().items())
 
-    def _refresh(self, *_):
+    def refresh(self) -> None:
         if self._going:
             return
         if self.linked and self._at_start():

@@ -23,13 +23,13 @@ from bokeh.plotting import figure
 from engine import Event, Trace
 from explorable.views import palette
 from explorable.state import runs
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.sources import set_data
-from explorable.state.store import ExplorableState
 from explorable.views.text_pane import TextHTML
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
+from explorable.views.state_view import StateView
 
 # A request evicted this many times is thrashing; so is a run that evicts this many sequences for every
 # one its batch ever held at once (its whole resident set replaced by eviction three times over).
@@ -67,8 +67,7 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
     """The lanes' segments, and each request's admission and eviction times, from the trace's events."""
     n = trace.workload.num_requests
     start, end = trace.pass_start, trace.pass_end
-    events = trace.events
-    order = np.lexsort((_EVENT_RANK[events[:, 2]], events[:, 0]))
+    order = np.lexsort((_EVENT_RANK[trace.event_kind], trace.event_pass))
     thrash = is_thrashing(trace)
 
     ys: list[int] = []
@@ -99,7 +98,9 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
             add(r, running_since[r], split, palette.CACHED)
             running_since[r], from_cache[r] = split, 0.0
 
-    for (p, r, kind), cached in zip(events[order].tolist(), share):
+    passes, requests, kinds = (column[order].tolist() for column in
+                               (trace.event_pass, trace.event_request, trace.event_kind))
+    for p, r, kind, cached in zip(passes, requests, kinds, share):
         if kind == Event.ADMIT or kind == Event.RESUME:
             add(r, waiting_since[r], start[p], palette.WAITING)
             running_since[r] = start[p]
@@ -134,13 +135,12 @@ def _walk(trace: Trace) -> tuple[dict[str, np.ndarray], list[list[float]], list[
 def _cached_share(trace: Trace) -> np.ndarray:
     """Per event: for an ADMIT, the share of the prompt served from cache; for a RESUME, the share of what it
     had to rebuild (cached plus recomputed; a request resumed k times is charged its recompute evenly)."""
-    ev = trace.events
     cached = trace.event_cached.astype(np.float64)
-    out = np.zeros(len(ev))
+    out = np.zeros(len(cached))
     if not cached.any():
         return out
-    r = ev[:, 1]
-    admit, resume = ev[:, 2] == Event.ADMIT, ev[:, 2] == Event.RESUME
+    r, kind = trace.event_request, trace.event_kind
+    admit, resume = kind == Event.ADMIT, kind == Event.RESUME
     prompt = trace.workload.prompt_len.astype(np.float64)
     out[admit] = cached[admit] / np.maximum(prompt[r[admit]], 1.0)
     resumes = np.bincount(r[resume], minlength=trace.workload.num_requests).astype(np.float64)
@@ -171,8 +171,8 @@ def _details(trace: Trace, admitted_at, preempted_at) -> dict[str, dict[str, np.
     t = trace.timing()
     cached = {}
     for kind, name in ((Event.ADMIT, "cached_admit"), (Event.RESUME, "cached_resume")):
-        mask = trace.events[:, 2] == kind
-        cached[name] = np.bincount(trace.events[mask, 1], weights=trace.event_cached[mask],
+        mask = trace.event_kind == kind
+        cached[name] = np.bincount(trace.event_request[mask], weights=trace.event_cached[mask],
                                    minlength=trace.workload.num_requests).astype(np.int32)
     rows = {
         "prompt": trace.workload.prompt_len.astype(np.int32),
@@ -302,21 +302,22 @@ def _empty_segments() -> dict[str, list]:
     return {k: [] for k in ("y", "left", "right", "state")}
 
 
-class LaneChart(pn.viewable.Viewer):
+class LaneChart(StateView):
     """The hero chart. Its figure is built once; each run replaces the source's data and the ranges."""
 
-    state = param.ClassSelector(class_=ExplorableState)
     x_range = param.ClassSelector(class_=Range1d, doc="shared with the strip charts below")
 
     def __init__(self, **params):
         params.setdefault("x_range", Range1d(0, 1))
         super().__init__(**params)
+
+    def build(self) -> None:
         self.source = ColumnDataSource(_empty_segments())
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
         self.details = ColumnDataSource({k: [] for k in ("prompt", "output", "arrival", "ttft", "tpot", "itl", "admitted",
                                                          "preempted", "first", "cached_admit", "cached_resume")})
         self.times = ColumnDataSource({"t": []})  # each request's listed admission and eviction times
-        self.figure = self._build()
+        self.figure = self._figure()
         self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
         # The legend is HTML, not a Bokeh Legend: it wraps on a narrow screen (a canvas legend is cut off)
@@ -329,10 +330,8 @@ class LaneChart(pn.viewable.Viewer):
             pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
             css_classes=["lane-chart"], sizing_mode="stretch_width", margin=0,
         )
-        self.state.param.watch(self._update, "trace")
-        self._update()
 
-    def _build(self):
+    def _figure(self):
         self.y_range = Range1d(255.5, -0.5)  # request 0 at the top, as a queue reads
         fig = figure(
             height=330, sizing_mode="stretch_width", x_range=self.x_range, y_range=self.y_range,
@@ -379,7 +378,7 @@ class LaneChart(pn.viewable.Viewer):
         fig.yaxis.major_label_text_color = palette.MUTED
         return fig
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         trace = self.state.trace
         if trace is None:
             return

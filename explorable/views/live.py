@@ -12,14 +12,13 @@ from collections.abc import Callable
 from functools import partial
 
 import panel as pn
-import param
 from panel.io.state import set_curdoc
 
 from engine.live.gpu_queue import GPU_QUEUE, MAX_QUEUED_RUNS, Cancelled, GpuQueue  # noqa: F401  (GpuQueue: tests)
-from explorable.page.assets import stylesheet
+from explorable.views.assets import stylesheet
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
-from explorable.state.store import ExplorableState
+from explorable.views.state_view import StateView, answer_reader
 
 
 def live_status() -> tuple[bool, str]:
@@ -50,13 +49,12 @@ def weights_note() -> str:
 
 
 
-class LivePanel(pn.viewable.Viewer):
+class LivePanel(StateView):
     """Toggle, run/cancel buttons, queue position and progress for a measured run."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = ()  # it publishes a measured run to the state; nothing in the state changes it
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.available, reason = live_status()
         self.toggle = pn.widgets.Checkbox(label="Measure on a live GPU", value=False, disabled=not self.available,
                                           margin=(8, 12, 0, 12), css_classes=["live-toggle"])
@@ -74,8 +72,8 @@ class LivePanel(pn.viewable.Viewer):
                                                margin=(4, 12))
         self.status = pn.pane.HTML("", css_classes=["control-note"], stylesheets=[stylesheet()],
                                    margin=(0, 12), sizing_mode="stretch_width")
-        self.toggle.param.watch(self._toggled, "value")
-        self.run_button.on_click(self._start)
+        self.toggle.param.watch(answer_reader(self._toggled), "value")
+        self.run_button.on_click(answer_reader(self._start))
         self.cancel_button.on_click(lambda _e: self._cancel.set() if self._cancel else None)
         self._cancel: threading.Event | None = None
         self.worker: threading.Thread | None = None  # the latest run's thread; joined, every view is updated

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import html
 
-import panel as pn
-import param
-
 from engine import Trace
 from engine.config import largest_pool_gib, pool_beyond_gpu
 from engine.logs import (memory_log_lines, periodic_log, periodic_stats, prefix_caching_note, refusal_log_lines,
@@ -16,10 +13,11 @@ from engine.logs import (memory_log_lines, periodic_log, periodic_stats, prefix_
 from engine.memory import profile_for
 from engine.presets import GPU_MEMORY_UTILIZATION
 from explorable.state import runs
-from explorable.page.assets import stylesheet
-from explorable.state.store import PRODUCTION_NAMES, ExplorableState
+from explorable.views.assets import stylesheet
+from explorable.state.control_specs import PRODUCTION_NAMES
 from explorable.views.text_pane import TextHTML
 from explorable.state.view_data import derived
+from explorable.views.state_view import StateView
 
 MAX_PERIODIC_LINES = 60  # a 10-minute run; longer ones show their first and last lines
 
@@ -117,19 +115,14 @@ def _per_gpu(cfg) -> str:
     return f" per GPU, {cfg.tensor_parallel_size} GPUs" if cfg.tensor_parallel_size > 1 else ""
 
 
-class LogView(pn.viewable.Viewer):
+class LogView(StateView):
     """A terminal showing the startup line and the periodic stats lines for the current run."""
 
-    state = param.ClassSelector(class_=ExplorableState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                                 css_classes=["log-pane"], margin=(0, 10))
-        self.state.param.watch(self._update, "trace")
-        self._update()
+                             css_classes=["log-pane"], margin=(0, 10))
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         trace = self.state.trace
         if trace is None:
             return

@@ -10,12 +10,11 @@ import html
 from dataclasses import dataclass
 
 import panel as pn
-import param
 
 from engine import RunConfig
 from engine.latency import good_requests
-from explorable.page.assets import stylesheet
-from explorable.state.store import ExplorableState
+from explorable.views.assets import stylesheet
+from explorable.views.state_view import StateView
 from explorable.views.text_pane import TextHTML
 
 
@@ -138,24 +137,21 @@ def render(rows: list[Readout], stale: bool, measured: bool) -> str:
     return f'<div class="{classes}">{"".join(cards)}</div>'
 
 
-class Readouts(pn.viewable.Viewer):
+class Readouts(StateView):
     """Large numbers with deltas; greyed out while the controls describe a setting that cannot run."""
 
-    state = param.ClassSelector(class_=ExplorableState)
+    watches = ("trace", "run_error", "slo_ttft_ms", "slo_tpot_ms")
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                                 css_classes=["readouts-pane", "run-readouts"], margin=(4, 10))
+                             css_classes=["readouts-pane", "run-readouts"], margin=(4, 10))
         self.error = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
-                                  css_classes=["run-error"], margin=(0, 10))
+                              css_classes=["run-error"], margin=(0, 10))
         self.traffic = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
                                 css_classes=["readouts-pane", "traffic-readouts"], margin=(0, 10), visible=False)
-        self.state.param.watch(self._update, ["trace", "run_error", "slo_ttft_ms", "slo_tpot_ms"])
         self._previous_goodput: tuple | None = None  # (trace, goodput) of the run before, for the delta
-        self._update()
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         s = self.state
         if s.trace is None:
             return

@@ -18,9 +18,9 @@ from explorable.views import palette
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
-from explorable.state.store import ExplorableState
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
+from explorable.views.state_view import StateView
 
 MAX_POINTS = 2000
 KV_QUANTUM = 2.0**-10  # cache usage (0..1) in steps of 1/1,024: a 130 px strip draws 1/130
@@ -81,14 +81,12 @@ def _strip(x_range, height, y_label, show_time_axis):
     return fig
 
 
-class Strips(pn.viewable.Viewer):
+class Strips(StateView):
     """Batch size and KV cache usage per pass, sharing the lane chart's time range."""
 
-    state = param.ClassSelector(class_=ExplorableState)
     x_range = param.ClassSelector(class_=Range1d)
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         self.batch_source = ColumnDataSource({"x": [], "y": []})
         self.kv_source = ColumnDataSource({"x": [], "y": []})
 
@@ -121,10 +119,8 @@ class Strips(pn.viewable.Viewer):
             pn.pane.Bokeh(self.kv_fig, sizing_mode="stretch_width"),
             css_classes=["strips"], sizing_mode="stretch_width", margin=0,
         )
-        self.state.param.watch(self._update, "trace")
-        self._update()
 
-    def _update(self, *_):
+    def refresh(self) -> None:
         trace = self.state.trace
         if trace is None:
             return

@@ -3,12 +3,9 @@
 Twelve rates from light traffic to overload (engine.rate_sweep: its all-at-once throughput sets the span),
 the SLO targets drawn as lines and the current rate marked. Below the knee the server keeps up: throughput
 follows the offered rate and TTFT stays near one prefill. Past it, throughput flattens at what the settings
-can serve and TTFT climbs with the queue. Sweeps are shared by every session (a bounded LRU).
+can serve and TTFT climbs with the queue. Its figures come from explorable.state.runs, shared by every session.
 """
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
 
 import numpy as np
 import panel as pn
@@ -16,70 +13,32 @@ import param
 from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, NumeralTickFormatter, Range1d, Span
 from bokeh.plotting import figure
 
-from engine import RunConfig
-from engine.rate_sweep import default_rates, sweep_rates
 from explorable.views import palette, projector
 from explorable.state import runs
-from explorable.page.assets import stylesheet
+from explorable.state.runs import has_rate_curve, rate_curve, rate_curve_key
+from explorable.views.assets import stylesheet
 from explorable.views.curves import style_axes
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
-from explorable.state.store import ExplorableState
+from explorable.views.state_view import StateView
 
-MAX_SWEEPS = 128
-_SWEEPS: OrderedDict[RunConfig, dict[str, np.ndarray]] = OrderedDict()
-_LOCK = threading.Lock()
 TPOT_COLOUR = "#7a5195"
 
 
-def sweep_key(cfg: RunConfig) -> RunConfig:
-    """The curve does not depend on the rate it marks, nor on how the run on screen arrives."""
-    return cfg.replace(arrival="rate", request_rate=RunConfig().request_rate, goodput=None)
-
-
-def rate_curve(cfg: RunConfig) -> dict[str, np.ndarray]:
-    """rate, req/s served, output tok/s, p99 TTFT and p99 TPOT (ms) at twelve rates; cached for every session."""
-    key = sweep_key(cfg)
-    with _LOCK:
-        data = _SWEEPS.get(key)
-        if data is not None:
-            _SWEEPS.move_to_end(key)
-            return data
-    rows = sweep_rates(key, default_rates(key))
-    data = {name: np.array([r[col] for r in rows], dtype=np.float64) for name, col in (
-        ("rate", "request_rate"), ("served", "request_throughput"), ("tok_s", "throughput_tok_s"),
-        ("ttft", "ttft_ms_p99"), ("tpot", "tpot_ms_p99"))}
-    with _LOCK:
-        _SWEEPS[key] = data
-        while len(_SWEEPS) > MAX_SWEEPS:
-            _SWEEPS.popitem(last=False)
-    return data
-
-
-def is_known(cfg: RunConfig) -> bool:
-    with _LOCK:
-        return sweep_key(cfg) in _SWEEPS
-
-
-class TrafficCurve(pn.viewable.Viewer):
+class TrafficCurve(StateView):
     """Requests served per second, and p99 TTFT / TPOT, against the offered request rate."""
-
-    state = param.ClassSelector(class_=ExplorableState)
 
     projector = param.Boolean(default=False, doc="the projector view's larger chart text")
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def build(self) -> None:
         # Built when traffic first arrives: most pages (the article's all-at-once states) never show the two
         # figures, whose 80-odd models were a fifth of every page's (server memory, collection, page load).
         self.source: ColumnDataSource | None = None
         self._built = False
         self._config = None
         self.pane = pn.Column(sizing_mode="stretch_width", margin=0, visible=False)
-        self.state.param.watch(self._schedule, "trace")
         self.state.param.watch(self._slo_lines, ["slo_ttft_ms", "slo_tpot_ms"])
-        self._update()
 
     @property
     def built(self) -> bool:
@@ -145,12 +104,12 @@ class TrafficCurve(pn.viewable.Viewer):
                               border_line_color=None, padding=2, spacing=0))
         return without_unused_variants(fig)
 
-    def _schedule(self, *_):
+    def changed(self, *_events) -> None:
         cfg = self.state.config
-        if cfg is None or cfg.arrival == "all-at-once" or is_known(cfg):
-            self._update()
-        else:
-            pn.state.execute(self._update, schedule=True)
+        if cfg is None or cfg.arrival == "all-at-once" or has_rate_curve(cfg):
+            self.refresh()
+        else:  # twelve simulations: the lanes and readouts go out first, the curve on the page's next tick
+            pn.state.execute(self.refresh, schedule=True)
 
     def _slo_lines(self, *_):
         if not self.built:
@@ -166,12 +125,12 @@ class TrafficCurve(pn.viewable.Viewer):
         if values:
             self.latency_fig.y_range.update(start=min(values) / 1.6, end=max(values) * 1.6)
 
-    def _update(self):
+    def refresh(self) -> None:
         cfg = self.state.config
         # Shown (and paid for) only while traffic arrives over time: the article's all-at-once states, most of
         # what a class visits, cost what they did before.
         shown = cfg is not None and cfg.arrival != "all-at-once"
-        if not shown or (self._config is not None and sweep_key(cfg) == sweep_key(self._config)
+        if not shown or (self._config is not None and rate_curve_key(cfg) == rate_curve_key(self._config)
                          and (cfg.request_rate, cfg.arrival) == (self._config.request_rate, self._config.arrival)):
             self.pane.visible = shown
             return
@@ -197,4 +156,4 @@ class TrafficCurve(pn.viewable.Viewer):
         return self.pane
 
 
-__all__ = ["TrafficCurve", "rate_curve", "sweep_key"]
+__all__ = ["TrafficCurve", "rate_curve"]

@@ -9,7 +9,8 @@ import pytest
 from engine.config import largest_pool_gib
 
 from explorable.views import logs_view
-from explorable.views.controls import DECLARED_STOPS, Controls
+from explorable.state.control_specs import CONTROL_SPECS
+from explorable.views.controls import Controls
 from explorable.views.guide import PREFIX_STEPS, STEPS, TRAFFIC_STEPS, Guide, matching_step
 from explorable.page.layout import build_app
 from explorable.views.logs_view import LogView, log_lines
@@ -89,7 +90,7 @@ def test_declared_max_tokens_has_one_click_stops():
     group = next(g for g in controls.select(pn.widgets.RadioButtonGroup) if "stop-declared_multiple" in g.css_classes)
     root = controls.get_root()
     lit = lambda: group._models[root.ref["id"]][0].active  # noqa: E731  (the button the page lights)
-    assert list(group.options) == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in DECLARED_STOPS]
+    assert list(group.options) == ["1x", "2x", "4x", "8x"] == [f"{v:g}x" for v in CONTROL_SPECS["declared_multiple"].stops]
     group.value = 1.0  # what Panel sets when the reader clicks "1x"
     assert state.declared_multiple == 1.0 and lit() == 0
     group.value = 8.0
@@ -145,14 +146,16 @@ def test_the_page_builds_with_every_change():
 
 def test_the_gpu_memory_widgets_follow_a_step_without_writing_back():
     from explorable.views.guide import MEMORY_STEPS, step_settings
-    from explorable.views.memory_controls import MemoryControls
 
     state = ExplorableState()
-    memory = MemoryControls(state=state)
+    controls = Controls(state=state)
+    switch, slider = controls.utilization.switch, controls.utilization.slider
     state.param.update(**step_settings(state, 0, MEMORY_STEPS))  # as a guided step sets every control at once
-    assert state.gpu_memory_utilization == 0.23 and memory.utilization.value == 0.23
-    assert memory.pool_from.value == "utilization"
-    memory.pool_from.value = "pool_gib"  # the reader picks the GiB slider
+    assert state.gpu_memory_utilization == 0.23 and slider.value == 0.23 and switch.value == "set"
+    assert "GPU KV cache size: 12,832 tokens" in controls.cache_line.pane.object
+    assert controls.pool_note.visible
+    switch.value = "unset"  # the reader picks the GiB slider
     assert state.gpu_memory_utilization is None and state.trace.config.pool_source == "pool_gib"
-    memory.pool_from.value = "utilization"  # and back: the slider's last value
+    assert not controls.pool_note.visible
+    switch.value = "set"  # and back: the slider's last value
     assert state.gpu_memory_utilization == 0.23

@@ -106,7 +106,7 @@ def test_the_pool_from_switch_sizes_the_cache_as_vllm_does(server, browser):
     context, page, errors = new_page(browser, 1280)
     page.goto(server)
     sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=6 * TIMEOUT_MS)
-    page.locator(".ctl-pool_from button").filter(has_text="--gpu-memory-utilization").click()
+    page.locator(".ctl-gpu_memory_utilization-from button").filter(has_text="--gpu-memory-utilization").click()
     cfg = RunConfig(gpu_memory_utilization=0.9)
     tokens = f"{cfg.num_gpu_blocks * 16:,}"
     sync_api.expect(page.locator(".cache-line")).to_contain_text(f"GPU KV cache size: {tokens} tokens")
@@ -114,7 +114,7 @@ def test_the_pool_from_switch_sizes_the_cache_as_vllm_does(server, browser):
     sync_api.expect(readout(page, "peak_batch")).to_have_attribute(
         "data-value", f"{simulate(cfg).summary()['peak_batch']:.6g}")
     page.wait_for_function("() => location.search.includes('gpu_memory_utilization=0.9')")
-    page.locator(".ctl-pool_from button").filter(has_text="GiB slider").click()
+    page.locator(".ctl-gpu_memory_utilization-from button").filter(has_text="GiB slider").click()
     sync_api.expect(page.locator(".cache-line")).to_contain_text("GPU KV cache size: 116,496 tokens")
     page.wait_for_function("() => location.search.includes('gpu_memory_utilization=null')")
     context.close()

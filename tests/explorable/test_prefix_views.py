@@ -107,7 +107,7 @@ def test_the_static_build_names_the_caching_controls_fixed_and_leaves_the_steps_
     page = static_page.build()
     c = page.app.views["controls"]
     drawn = set(page.doc.models)
-    for name in ("prefix_caching", "system_prompt_len", "turns", "arrival", "model"):  # named, not drawn
+    for name in ("enable_prefix_caching", "system_prompt_len", "turns", "arrival", "model"):  # named, not drawn
         assert not any(m in drawn for m in getattr(c, name)._models.values() for m in m[:1]), name
     assert "prefix caching (vLLM V1's default): off" in c.advanced_note and "conversation turns: 1" in c.advanced_note
     assert not page.app.prefix and page.app.state.enable_prefix_caching is False

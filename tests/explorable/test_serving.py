@@ -203,7 +203,7 @@ def test_a_served_page_carries_the_stylesheet_once(server):
     the HTML (Panel's global_css), not once per component."""
     from bokeh.protocol import Protocol
 
-    from explorable.page.assets import stylesheet_css
+    from explorable.views.assets import stylesheet_css
 
     css = stylesheet_css()
     session, page = attach(server)

@@ -19,7 +19,7 @@ import pytest
 from engine import RunConfig, simulate
 from explorable.static_site import export, static_data, static_page
 from explorable.state.store import ExplorableState
-from explorable.page.url import _as_config_fields
+from explorable.state.control_specs import config_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]
@@ -72,7 +72,7 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     data = json.loads((site / "data" / f"{config['states'][key]}.json").read_text())
     values = values_of(key)
     defaults = {n: ExplorableState.param[n].default for n in config["order"]}
-    summary = simulate(RunConfig(**_as_config_fields({**defaults, **values}))).summary()
+    summary = simulate(RunConfig(**config_fields({**defaults, **values}))).summary()
     assert data["summary"] == json.loads(json.dumps(summary))
     assert data["summary"]["trace_digest"] == summary["trace_digest"]
 

@@ -24,7 +24,7 @@ import test_layout_browser as layout_checks  # the served app's layout checks, r
 from engine import RunConfig, simulate
 from explorable.views.guide import STEPS, step_settings
 from explorable.state.store import ExplorableState
-from explorable.page.url import _as_config_fields
+from explorable.state.control_specs import config_fields
 from tests.explorable import served_app
 from tests.explorable.served_app import ARTIFACTS, ROOT, full_page_screenshot
 
@@ -105,7 +105,7 @@ def shown_readouts(page) -> dict[str, float]:
 
 def engine_readouts(settings: dict) -> dict[str, float]:
     """What the readouts must say for `settings`, straight from the engine."""
-    s = simulate(RunConfig(**_as_config_fields(settings))).summary()
+    s = simulate(RunConfig(**config_fields(settings))).summary()
     return {**{k: float(s[k]) for k in READOUT_FIELDS}, "live_cache_fraction": 100 * s["live_cache_fraction"]}
 
 

@@ -14,7 +14,7 @@ from bokeh.document import Document
 from bokeh.models import InlineStyleSheet
 from panel.io.state import set_curdoc
 
-from explorable.page.assets import SHEET_NAME, stylesheet, stylesheet_css
+from explorable.views.assets import SHEET_NAME, stylesheet, stylesheet_css
 from tests.conftest import ROOT
 
 

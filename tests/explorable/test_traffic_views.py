@@ -121,12 +121,12 @@ def test_the_rate_curve_is_built_when_traffic_first_arrives(on_projector):
     state.param.update(slo_ttft_ms=500.0)  # a target moved before any traffic: nothing to draw it on yet
     assert not curve.built
     apply_query(state, {"arrival": "rate", "request_rate": "12"})
-    curve._update()  # as the page's next tick does
+    curve.refresh()  # as the page's next tick does
     assert curve.built and curve.pane.visible and len(curve.source.data["rate"]) == NUM_POINTS
     assert curve.served_marker.location == 12.0
     sizes = [float(str(getattr(a, p)).rstrip("px")) for fig in (curve.served_fig, curve.latency_fig)
              for a in fig.select(type=Axis) for p in ("major_label_text_font_size", "axis_label_text_font_size")]
     assert (min(sizes) >= projector.TEXT_PX) is on_projector
     apply_query(state, {"arrival": "all-at-once"})
-    curve._update()
+    curve.refresh()
     assert not curve.pane.visible and curve.built  # hidden again, kept for the next time

@@ -21,7 +21,7 @@ REBUILDS = {"css_classes", "button_type", "stylesheets", "button_style", "sizing
 @pytest.fixture
 def page(monkeypatch):
     pending = []
-    monkeypatch.setattr(Curves, "_schedule", lambda self, *_: pending.append(self._update))
+    monkeypatch.setattr(Curves, "changed", lambda self, *_: pending.append(self.refresh))
     app = build_app(sync=False)
     doc = Document()
     doc.add_root(pn.panel(app).get_root(doc))

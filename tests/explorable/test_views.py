@@ -216,7 +216,7 @@ def test_choosing_a_step_sets_every_control(app):
 def test_the_guides_ends_are_greyed_by_style_not_disabled(app):
     """At the first step "previous" (at the last, "next") is greyed and takes no pointer: a style, because a
     `disabled` change makes BokehJS rebuild the button and lay out the whole page again."""
-    from explorable.page.assets import END_OF_WALK_STYLES
+    from explorable.views.assets import END_OF_WALK_STYLES
 
     guide = app.views["guide"]
     ends = lambda: (guide.prev.styles == END_OF_WALK_STYLES, guide.next.styles == END_OF_WALK_STYLES)  # noqa: E731
