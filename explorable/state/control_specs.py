@@ -56,6 +56,7 @@ class ControlSpec:
     slider_step: float | None = None  # the slider's step, where the setting declares none
     slider_end: float | None = None  # the slider's end, where it stops short of what a link may set
     log_scale: bool = False  # the slider moves log2 of the value (a rate spanning orders of magnitude)
+    dropdown: bool = False  # named choices in a drop-down, not a row of buttons (too many for a phone's width)
     note: str = ""  # the line of text under the control in the sidebar
     page_setting: Setting | None = None  # the declaration of a control that is no RunConfig field
     page_default: Any = None  # and its starting value
@@ -143,14 +144,16 @@ CONTROL_SPECS: dict[str, ControlSpec] = {c.name: c for c in (
                 note="vLLM sizes the pool at start-up: this share of each GPU's memory, less the weights, the "
                      "activation peak of a profiling pass at --max-num-batched-tokens and memory outside PyTorch."),
     ControlSpec("kv_cache_dtype", "GPU memory",
-                note="fp8 keeps each key and value in one byte: twice the tokens in the same memory and half the "
-                     "bytes a pass reads, for a small loss of accuracy (per-tensor scales; check your own evals)."),
+                note="--kv-cache-dtype: fp8 keeps each key and value in one byte: twice the tokens in the same memory "
+                     "and half the bytes a pass reads, for a small loss of accuracy (per-tensor scales; check your "
+                     "own evals)."),
     ControlSpec("tensor_parallel_size", "GPU memory",
-                note="Splits each layer's weights and KV heads across the GPUs of one node, at two all-reduces per "
-                     "layer over NVLink. The pool is per GPU; throughput is the node's and per GPU."),
-    ControlSpec("max_model_len", "GPU memory",
-                note="Longer requests (prompt + output) are refused with an error. It divides into Maximum "
-                     "concurrency; it reserves nothing, so the batch does not change."),
+                note="--tensor-parallel-size splits each layer's weights and KV heads across the GPUs of one node, at "
+                     "two all-reduces per layer over NVLink. The pool is per GPU; throughput is the node's and per "
+                     "GPU."),
+    ControlSpec("max_model_len", "GPU memory", dropdown=True,
+                note="--max-model-len: longer requests (prompt + output) are refused with an error. It divides into "
+                     "Maximum concurrency; it reserves nothing, so the batch does not change."),
     # Not part of the run (goodput is read off its per-request timing), but in the URL.
     ControlSpec("slo_ttft_ms", "Traffic", number_format="0,0", slider_step=10, slider_end=10_000,
                 page_setting=_slo_setting("slo_ttft_ms", "TTFT target (ms)",

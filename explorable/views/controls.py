@@ -34,7 +34,7 @@ def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widg
         return pn.widgets.Checkbox(label=p.label, value=getattr(state, spec.name), margin=(8, 12), **common)
     if isinstance(p, param.Selector):
         options = dict(p.names) if p.names else list(p.objects)
-        kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels else pn.widgets.Select
+        kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels and not spec.dropdown else pn.widgets.Select
         extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else {}
         return kind(options=options, value=getattr(state, spec.name), description=p.doc, **CHOICE_LAYOUT,
                     **extra, **common)
