@@ -127,3 +127,23 @@ def test_a_malformed_measured_memory_is_one_line(tmp_path):
     save_gpu_spec(spec, path)
     with pytest.raises(LiveError, match="extra.memory needs a model name"):
         load_gpu_spec(path, register=False)
+
+
+def test_the_live_cli_reports_the_pool_its_measured_memory_gives():
+    import dataclasses
+
+    from engine.live.cli import _measured_memory
+
+    measured = {"model": "Qwen3-8B", "device": "NVIDIA H200", "total_memory": 150_119_137_280,
+                "weights_memory": 16_381_470_720, "activation_peak": 1_000_000_000, "max_num_batched_tokens": 8192,
+                "non_torch_memory": 300_000_000}
+    spec = dataclasses.replace(GPUS["H200"], name="H200 (measured, test)", extra={"memory": measured})
+    GPUS[spec.name] = spec
+    try:
+        out = _measured_memory(simulate(RunConfig(model="tiny", requests=4)), spec)
+    finally:
+        del GPUS[spec.name]
+    blocks = int(150_119_137_280 * 0.9 - 16_381_470_720 - 1_000_000_000 - 300_000_000) // (16 * 147_456)
+    assert out["calibrated_kv_cache_tokens"] == blocks * 16
+    assert out["calibrated_memory_profile"]["source"] == "measured on NVIDIA H200"
+    assert _measured_memory(simulate(RunConfig(model="tiny", requests=4)), GPUS["H200"]) == {}
