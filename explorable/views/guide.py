@@ -155,11 +155,18 @@ PREFIX_STEPS = (
 _WALL = {"gpu_memory_utilization": 0.23, "max_num_seqs": 512}
 MEMORY_STEPS = (
     Step(
-        "The wall, as vLLM sizes it",
-        "The memory wall again, with the pool sized as vLLM sizes it: 0.23 of this H100's 79 GiB, less 15.3 GiB "
-        "of weights and the activations of a profiling pass, leaves 1.8 GiB, 802 blocks. The batch peaks at 11 "
-        "of 512 slots, 40 evictions throw 55,000 prompt tokens away, and the log's Maximum concurrency is 1.0x. "
-        "The next four steps each apply one of the course's fixes to this wall, alone.",
+        "The memory wall",
+        "Where the first walk ended: a 2 GiB pool and 512 slots, the batch at 12, 42 evictions. The log's reading "
+        "is the course's diagnosis: running far below --max-num-seqs, requests waiting, the cache full. Memory is "
+        "the cap, and there are four fixes for it, none of which is --max-num-seqs.",
+        {"pool_gib": 2.0, "max_num_seqs": 512},
+    ),
+    Step(
+        "The same wall, as vLLM sizes it",
+        "A real server does not choose its pool in GiB: vLLM sizes it at start-up. 0.23 of this H100's 79 GiB, less "
+        "15.3 GiB of weights and the activations of a profiling pass, leaves 1.8 GiB, 802 blocks: the same wall "
+        "(a batch of 11, 40 evictions, 55,000 prompt tokens recomputed). The next four steps each apply one fix to "
+        "it, alone.",
         _WALL,
     ),
     Step(
@@ -197,8 +204,8 @@ MEMORY_STEPS = (
         "--max-num-seqs is not what limits the batch, memory is.",
         {**_WALL, "gpu_memory_utilization": 0.26, "kv_cache_dtype": "fp8", "tensor_parallel_size": 2,
          "max_model_len": 4096},
-        table=((0, "the wall"), (1, "--max-model-len 4096"), (2, "--gpu-memory-utilization 0.26"),
-               (3, "--kv-cache-dtype fp8"), (4, "--tensor-parallel-size 2"), (5, "all four")),
+        table=((1, "the wall"), (2, "--max-model-len 4096"), (3, "--gpu-memory-utilization 0.26"),
+               (4, "--kv-cache-dtype fp8"), (5, "--tensor-parallel-size 2"), (6, "all four")),
     ),
 )
 

@@ -150,7 +150,7 @@ def test_the_gpu_memory_widgets_follow_a_step_without_writing_back():
     state = ExplorableState()
     controls = Controls(state=state)
     switch, slider = controls.utilization.switch, controls.utilization.slider
-    state.param.update(**step_settings(state, 0, MEMORY_STEPS))  # as a guided step sets every control at once
+    state.param.update(**step_settings(state, 1, MEMORY_STEPS))  # as a guided step sets every control at once
     assert state.gpu_memory_utilization == 0.23 and slider.value == 0.23 and switch.value == "set"
     assert "GPU KV cache size: 12,832 tokens" in controls.cache_line.pane.object
     assert controls.pool_note.visible
