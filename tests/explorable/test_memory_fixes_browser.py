@@ -43,7 +43,7 @@ def save(page, name: str) -> None:
 def check_table(page) -> None:
     """Every cell of the closing table holds its row's run's figure, exactly."""
     table = page.locator(".fixes-table")
-    sync_api.expect(table).to_be_visible()
+    sync_api.expect(table).to_be_visible(timeout=TIMEOUT_MS)
     for row, (index, _name) in enumerate(MEMORY_STEPS[-1].table):
         summary = step_summary(index)
         for cell in table.locator(f'tr[data-row="{row}"] td[data-key]').all():
@@ -58,10 +58,13 @@ def test_the_guide_walks_the_four_fixes_and_ends_on_the_runs_table(server, brows
     buttons = page.locator(".memory-step-button button")
     for index, step in enumerate(MEMORY_STEPS):
         buttons.filter(has_text=step.title).click()
-        sync_api.expect(page.locator(".memory-step-text")).to_have_attribute("data-step", str(index + 1))
+        # (expect's own timeout is 5 s; a loaded machine may take longer to run a step it has not seen)
+        sync_api.expect(page.locator(".memory-step-text")).to_have_attribute("data-step", str(index + 1),
+                                                                             timeout=TIMEOUT_MS)
         expected = step_summary(index)
         for key in ("peak_batch", "preemptions", "throughput_tok_s"):
-            sync_api.expect(readout(page, key)).to_have_attribute("data-value", f"{expected[key]:.6g}")
+            sync_api.expect(readout(page, key)).to_have_attribute("data-value", f"{expected[key]:.6g}",
+                                                                  timeout=TIMEOUT_MS)
         if expected["num_gpus"] > 1:
             sync_api.expect(readout(page, "throughput_per_gpu_tok_s")).to_have_attribute(
                 "data-value", f"{expected['throughput_per_gpu_tok_s']:.6g}")
