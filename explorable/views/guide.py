@@ -280,6 +280,10 @@ class Guide(StateView):
         self.next.on_click(answer_reader(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1)))
         self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
+        # A guide that ends on a table shows it under the text and the buttons, the guide's whole width (only such a
+        # guide has the pane: every model costs each page).
+        self.table = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8), sizing_mode="stretch_width",
+                              css_classes=[f"{self.css}-table"]) if any(s.table for s in self.steps) else None
         match = matching_step(self.state, self.steps)
         self.chosen = match if match is not None else 0
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
@@ -347,8 +351,11 @@ class Guide(StateView):
                 f'<div class="{self.css}-text" data-step="{self.chosen + 1}"><span class="step-no">Step '
                 f"{self.chosen + 1} of {len(self.steps)}</span> <b>{step.title}.</b> {step.text} "
                 f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen, self.steps))}'
-                f"</span>{hint}</div>{step_table(self.state, self.chosen, self.steps)}"
+                f"</span>{hint}</div>"
             )
+            if self.table is not None:
+                self.table.object = step_table(self.state, self.chosen, self.steps)
+                self.table.visible = bool(self.steps[self.chosen].table)
 
     def __panel__(self):
         return pn.Column(
@@ -356,5 +363,6 @@ class Guide(StateView):
             # The buttons sit beside the text, or under it on a phone.
             pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
                        sizing_mode="stretch_width", margin=0),
+            *([self.table] if self.table is not None else []),
             css_classes=["guide"], sizing_mode="stretch_width", margin=(0, 6),
         )
