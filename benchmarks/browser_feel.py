@@ -19,6 +19,13 @@ default page in sight, so each update paints them all. Goals on 2 cores: p95 <= 
 per update (median).
 
     python benchmarks/browser_feel.py [--repeats 10] [--width 1280] [--quiet 0.6] [--query "arrival=rate&request_rate=8"]
+    python benchmarks/browser_feel.py --phone "iPhone 13"       # an emulated phone (Playwright's device descriptor)
+    python benchmarks/browser_feel.py --against ../before        # another checkout's page, side by side
+
+On a phone (`--phone`, any of Playwright's device names: its viewport, device scale factor, touch and mobile
+layout), each change is a tap (touch events through CDP) instead of a click. With `--against DIR`, a server of
+that checkout runs beside this one and every kind of change is measured on both in turn, in one sitting: the
+two columns of figures are printed side by side (this checkout first).
 
 Exits 2 when the server or the browser cannot start, 1 when a change never reached the screen.
 """
@@ -133,15 +140,16 @@ def free_port() -> int:
 
 
 class Server:
-    """`panel serve app.py` on loopback, with this checkout first on the import path."""
+    """`panel serve app.py` of checkout `root` (this one by default) on loopback, that checkout first on the
+    import path."""
 
-    def __init__(self, start_timeout: float):
+    def __init__(self, start_timeout: float, root: Path = ROOT):
         self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "127.0.0.1",
              "--allow-websocket-origin", f"127.0.0.1:{self.port}"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log: list[str] = []
         ready = threading.Event()
 
@@ -222,8 +230,8 @@ class Action:
     click never costs them, and the work counters would charge them to the update; here they run in
     `prepare()`, before the counters are read."""
 
-    def __init__(self, page, cdp, locator, key: str | None = None):
-        self.page, self.cdp, self.locator, self.key = page, cdp, locator, key
+    def __init__(self, page, cdp, locator, key: str | None = None, touch: bool = False):
+        self.page, self.cdp, self.locator, self.key, self.touch = page, cdp, locator, key, touch
         self.x = self.y = 0.0
 
     def prepare(self) -> None:
@@ -245,23 +253,29 @@ class Action:
         hit = self.page.evaluate_handle(HIT_JS, [self.x, self.y])
         if not self.locator.evaluate("(el, hit) => el === hit || el.contains(hit)", hit):
             raise RuntimeError(f"something covers {self.locator} at ({self.x:.0f}, {self.y:.0f})")
-        self.cdp.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": self.x, "y": self.y})
+        if not self.touch:  # a finger does not hover before it taps
+            self.cdp.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": self.x, "y": self.y})
 
     def fire(self) -> None:
         if self.key is not None:
             self.page.keyboard.press(self.key)
+            return
+        if self.touch:  # a tap: the browser makes the click of it, as a phone's does
+            point = [{"x": self.x, "y": self.y}]
+            self.cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": point})
+            self.cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
             return
         for kind in ("mousePressed", "mouseReleased"):
             self.cdp.send("Input.dispatchMouseEvent", {"type": kind, "x": self.x, "y": self.y, "button": "left",
                                                        "clickCount": 1})
 
 
-def actions(page, cdp, traffic: bool = False) -> dict[str, list[Action]]:
+def actions(page, cdp, traffic: bool = False, touch: bool = False) -> dict[str, list[Action]]:
     """Each kind of change as a list of actions that alternate between two (or more) states. With traffic on,
     the guided steps are the steps under traffic: the article's steps would switch traffic off."""
     def button(css: str, label: str) -> Action:
         return Action(page, cdp, page.locator(f"{css} button").filter(
-            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")))
+            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")), touch=touch)
 
     def key(css: str, which: str) -> Action:
         return Action(page, cdp, page.locator(f"{css} .noUi-handle"), key=which)
@@ -293,9 +307,21 @@ def open_page(page, url: str, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
-def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float, traffic: bool = False):
+def show_guide(page, label: str) -> None:
+    """Choose guide `label`'s tab where the page shows one guide at a time (a page with every guide stacked has
+    no tabs: nothing to do)."""
+    tab = page.locator(".guide-tabs button").filter(has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+    if tab.count() and tab.first.is_visible() and "bk-active" not in (tab.first.get_attribute("class") or ""):
+        tab.first.click()
+        page.wait_for_timeout(300)
+
+
+def measure_kind(feel: Feel, page, kind: str, repeats: int, deadline: float, traffic: bool = False,
+                 touch: bool = False):
     """(latencies, work deltas) of `repeats` changes of one kind after one warm-up, or why it failed."""
-    acts = actions(page, feel.cdp, traffic)[kind]
+    if kind == "step":
+        show_guide(page, "Under traffic" if traffic else "All at once")
+    acts = actions(page, feel.cdp, traffic, touch)[kind]
     latency, work = [], []
     for i in range(repeats + 1):
         if time.monotonic() > deadline:
@@ -313,11 +339,56 @@ def pct(values, q) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
-def main() -> int:
+def measure(browser, server: Server, args, kinds: list[str], deadline: float, devices) -> tuple[dict, list, list]:
+    """Every kind of change on `server`'s page: ({kind: (latencies, work)}, failures, page-load seconds)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    touch = args.phone is not None
+    context = browser.new_context(**(devices[args.phone] if touch else
+                                     {"viewport": {"width": args.width, "height": args.height}}))
+    page = context.new_page()
+    page.set_default_timeout(args.timeout * 1000)
+    feel = Feel(page, args.quiet, args.timeout)
+    rows, failed, load_s = {}, [], []
+    for kind in kinds:
+        url = server.url + (f"?{args.query}" if args.query else "")
+        try:
+            try:
+                load_s.append(open_page(page, url, args.load_timeout))
+            except PlaywrightError:  # a first page's websocket lost on a loaded machine: once more
+                load_s.append(open_page(page, url, args.load_timeout))
+            result = measure_kind(feel, page, kind, args.repeats, deadline, traffic_on(args.query), touch)
+        except (PlaywrightError, RuntimeError) as exc:  # a control that is not there, a page that broke
+            failed.append(f"{kind}: {str(exc).splitlines()[0]}")
+            continue
+        if isinstance(result, str):
+            failed.append(f"{kind}: {result}")
+        else:
+            rows[kind] = result
+    context.close()
+    return rows, failed, load_s
+
+
+def report_row(kind: str, latency, work) -> str:
+    col = lambda k, scale=1000.0: [w[k] * scale for w in work]  # noqa: E731
+    task = col("TaskDuration")
+    return (f"{kind:<8} {statistics.median(latency):9.0f} {pct(latency, 95):9.0f} "
+            f"{statistics.median(task):7.0f} {pct(task, 95):7.0f} "
+            f"{statistics.median(col('ScriptDuration')):7.0f} {pct(col('ScriptDuration'), 95):7.0f} "
+            f"{statistics.median(col('RecalcStyleDuration')):7.0f} {pct(col('RecalcStyleDuration'), 95):7.0f} "
+            f"{statistics.median(col('LayoutDuration')):9.0f} {statistics.median(col('RecalcStyleCount', 1)):8.0f} "
+            f"{statistics.median(col('Nodes', 1)):7.0f}")
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=10, help="measured changes of each kind")
     ap.add_argument("--width", type=int, default=1280)
     ap.add_argument("--height", type=int, default=800)
+    ap.add_argument("--phone", default=None, metavar="DEVICE",
+                    help="an emulated phone, by Playwright's device name ('iPhone 13', 'Pixel 7'): taps, not clicks")
+    ap.add_argument("--against", type=Path, default=None, metavar="DIR",
+                    help="another checkout's root: its page is measured too, in turn, and printed beside this one")
     ap.add_argument("--quiet", type=float, default=0.6, help="seconds without a websocket frame = update done")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one change may take")
     ap.add_argument("--kinds", default="stop,slider,toggle,step")
@@ -326,78 +397,85 @@ def main() -> int:
                     help="seconds a page may take to open (a fresh server prepares the simulator first)")
     ap.add_argument("--query", default="", help="URL state to start from, e.g. 'arrival=rate&request_rate=8' "
                     "(an update with traffic on)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> int:
+    args = parse_args()
     try:
-        from playwright.sync_api import Error as PlaywrightError, sync_playwright
+        from playwright.sync_api import sync_playwright
     except ImportError:
         print("browser_feel: the playwright package is not installed (pip install -e '.[test]')", file=sys.stderr)
         return 2
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
         print(f"browser_feel: no Chromium at {CHROMIUM} (set $CHROMIUM)", file=sys.stderr)
         return 2
+    if args.against is not None and not (args.against / "app.py").is_file():
+        print(f"browser_feel: --against {args.against}: no app.py there (a checkout's root)", file=sys.stderr)
+        return 2
+    trees = {"this": ROOT, **({"against": args.against.resolve()} if args.against else {})}
+    servers: dict[str, Server] = {}
     try:
-        server = Server(start_timeout=120)
+        for name, root in trees.items():
+            servers[name] = Server(start_timeout=120, root=root)
     except RuntimeError as exc:
         print(f"browser_feel: {exc}", file=sys.stderr)
+        for server in servers.values():
+            server.stop()
         return 2
 
-    rows, failed, load_s = {}, [], []
+    results = {name: ({}, [], []) for name in servers}
     deadline = time.monotonic() + args.budget
     try:
         with sync_playwright() as p:
+            if args.phone is not None and args.phone not in p.devices:
+                print(f"browser_feel: --phone {args.phone!r} is not one of Playwright's devices", file=sys.stderr)
+                return 2
             try:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             except Exception as exc:  # noqa: BLE001 - any launch failure is "cannot start"
                 print(f"browser_feel: Chromium did not start: {exc}", file=sys.stderr)
                 return 2
-            page = browser.new_page(viewport={"width": args.width, "height": args.height})
-            page.set_default_timeout(args.timeout * 1000)
-            feel = Feel(page, args.quiet, args.timeout)
-            for kind in args.kinds.split(","):
-                url = server.url + (f"?{args.query}" if args.query else "")
-                try:
-                    try:
-                        load_s.append(open_page(page, url, args.load_timeout))
-                    except PlaywrightError:  # a first page's websocket lost on a loaded machine: once more
-                        load_s.append(open_page(page, url, args.load_timeout))
-                    result = measure_kind(feel, page, kind, args.repeats, deadline, traffic_on(args.query))
-                except PlaywrightError as exc:  # a control that is not there, a page that broke
-                    failed.append(f"{kind}: {str(exc).splitlines()[0]}")
-                    continue
-                if isinstance(result, str):
-                    failed.append(f"{kind}: {result}")
-                else:
-                    rows[kind] = result
+            for kind in args.kinds.split(","):  # each kind on every checkout in turn: the same sitting for both
+                for name, server in servers.items():
+                    rows, failed, load_s = measure(browser, server, args, [kind], deadline, p.devices)
+                    results[name][0].update(rows)
+                    results[name][1].extend(failed)
+                    results[name][2].extend(load_s)
             browser.close()
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
 
-    loads = ", ".join(f"{x:.1f}" for x in load_s)
-    print(f"browser_feel: {args.width}x{args.height}, {args.repeats} changes per kind, page loads {loads} s, "
-          f"{os.cpu_count()} CPUs" + (f", from ?{args.query}" if args.query else ""))
+    where = f"{args.phone} (emulated)" if args.phone else f"{args.width}x{args.height}"
+    print(f"browser_feel: {where}, {args.repeats} changes per kind, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.2f}" + (f", from ?{args.query}" if args.query else ""))
     head = (f"{'change':<8} {'click->readout ms':>19} {'task ms':>15} {'script ms':>15} {'recalc ms':>15} "
             f"{'layout ms':>9} {'recalcs':>8} {'dNodes':>7}")
-    print(head)
-    print(f"{'':<8} {'median':>9} {'p95':>9} {'median':>7} {'p95':>7} {'median':>7} {'p95':>7} {'median':>7} "
-          f"{'p95':>7} {'median':>9} {'median':>8} {'median':>7}")
-    ok = not failed
-    for kind, (latency, work) in rows.items():
-        col = lambda k, scale=1000.0: [w[k] * scale for w in work]  # noqa: E731
-        task = col("TaskDuration")
-        print(f"{kind:<8} {statistics.median(latency):9.0f} {pct(latency, 95):9.0f} "
-              f"{statistics.median(task):7.0f} {pct(task, 95):7.0f} "
-              f"{statistics.median(col('ScriptDuration')):7.0f} {pct(col('ScriptDuration'), 95):7.0f} "
-              f"{statistics.median(col('RecalcStyleDuration')):7.0f} {pct(col('RecalcStyleDuration'), 95):7.0f} "
-              f"{statistics.median(col('LayoutDuration')):9.0f} {statistics.median(col('RecalcStyleCount', 1)):8.0f} "
-              f"{statistics.median(col('Nodes', 1)):7.0f}")
-    print("goals: click->readout p95 <= 300 ms for every kind; task (browser work per update) median <= 150 ms")
-    for line in failed:
-        print(f"FAILED {line}")
-    tracebacks = sum("Traceback" in line for line in server.log)
-    if tracebacks:
-        print(f"server logged {tracebacks} traceback(s); its log's tail:")
-        print("".join(server.log[-40:]))
+    ok = True
+    for name, (rows, failed, load_s) in results.items():
+        print(f"\n{name}: {trees[name]}  (page loads {', '.join(f'{x:.1f}' for x in load_s)} s)")
+        print(head)
+        print(f"{'':<8} {'median':>9} {'p95':>9} {'median':>7} {'p95':>7} {'median':>7} {'p95':>7} {'median':>7} "
+              f"{'p95':>7} {'median':>9} {'median':>8} {'median':>7}")
+        for kind, (latency, work) in rows.items():
+            print(report_row(kind, latency, work))
+        for line in failed:
+            print(f"FAILED {line}")
+        ok = ok and not failed
+    if len(results) > 1:
+        print("\nclick->readout p95 side by side (ms):")
+        print(f"{'change':<8} " + " ".join(f"{name:>10}" for name in results))
+        for kind in args.kinds.split(","):
+            cells = [f"{pct(results[n][0][kind][0], 95):10.0f}" if kind in results[n][0] else f"{'-':>10}"
+                     for n in results]
+            print(f"{kind:<8} " + " ".join(cells))
+    print("goals: click->readout p95 <= 150 ms for every kind (issue 28); task (browser work per update) median <= 150 ms")
+    for name, server in servers.items():
+        tracebacks = sum("Traceback" in line for line in server.log)
+        if tracebacks:
+            print(f"{name}: server logged {tracebacks} traceback(s); its log's tail:")
+            print("".join(server.log[-40:]))
     return 0 if ok else 1
 
 

@@ -59,7 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"  # loopback only: this script never talks to any other address
 # The flags this script (and the README) recommend for a class; --server-args replaces them.
-RECOMMENDED = ("--warm --liveness --check-unused-sessions 10000 --unused-session-lifetime 70000 "
+RECOMMENDED = ("--warm --plugins explorable.server.health --check-unused-sessions 10000 --unused-session-lifetime 70000 "
                "--session-ids signed --websocket-max-message-size 1048576")
 
 try:

@@ -92,3 +92,112 @@ def test_the_folder_check_sees_an_upward_import(tmp_path, monkeypatch):
     probe.write_text("from explorable.views.lanes import LaneChart\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert [(f, t) for _, f, t in explorable_imports()] == [("state", "views")]
+
+
+# -- library internals stay in explorable/patches/ -----------------------------------------------------------
+FENCED_LIBRARIES = ("panel", "bokeh", "tornado")
+OUTSIDE_THE_FENCE = [p for p in python_files("explorable", "engine", "kernels", "app.py")
+                     if "patches" not in p.relative_to(ROOT).parts]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__") and len(name) > 1
+
+
+def library_private_names() -> set[str]:
+    """Every private name (`_x`, not a dunder) the fenced libraries' own source defines or uses, read from the
+    installed packages without importing them."""
+    import importlib.util
+    import re
+
+    found: set[str] = set()
+    pattern = re.compile(r"(?<![\w])_[A-Za-z]\w*")
+    for library in FENCED_LIBRARIES:
+        spec = importlib.util.find_spec(library)
+        for folder in spec.submodule_search_locations or []:
+            for path in Path(folder).rglob("*.py"):
+                if "tests" not in path.parts:
+                    found.update(n for n in pattern.findall(path.read_text(errors="replace")) if _private(n))
+    return found
+
+
+def _roots(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (`pn.widgets.Select.foo` -> 'pn')."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _bindings(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound to an import of a fenced library, names bound to an import of this project's own code)."""
+    library, own = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            source = node.module if isinstance(node, ast.ImportFrom) else None
+            for alias in node.names:
+                top = (source or alias.name).split(".")[0]
+                bound = (alias.asname or alias.name).split(".")[0]
+                if top in FENCED_LIBRARIES:
+                    library.add(bound)
+                elif top in ("engine", "kernels", "explorable"):
+                    own.add(bound)
+    return library, own
+
+
+def own_private_names(paths: list[Path]) -> set[str]:
+    """Private names this project defines outside the fence: functions, classes, module and `self` attributes."""
+    out = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name):
+                        out.add(target.id)
+                    elif isinstance(target, ast.Attribute) and _roots(target) in ("self", "cls"):
+                        out.add(target.attr)
+    return {n for n in out if _private(n)}
+
+
+def private_library_references(paths: list[Path], library_names: set[str], own_names: set[str]) -> list[str]:
+    """Each reference to a fenced library's private name, and each assignment to an attribute of something
+    imported from a fenced library (a patched class or module), as 'file:line what'."""
+    out = []
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        library, own = _bindings(tree)
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+        where = lambda node: f"{shown}:{node.lineno}"  # noqa: E731
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in library_names:
+                root = _roots(node)
+                if root not in own and node.attr not in own_names:
+                    out.append(f"{where(node)} .{node.attr}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _private(node.value) \
+                    and node.value in library_names and node.value not in own_names:
+                out.append(f"{where(node)} {node.value!r}")
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Attribute) and _roots(target) in library:
+                        out.append(f"{where(node)} assigns {ast.unparse(target)}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                    and node.args and _roots(node.args[0]) in library:
+                out.append(f"{where(node)} setattr on {ast.unparse(node.args[0])}")
+    return out
+
+
+def test_no_private_panel_bokeh_or_tornado_name_outside_the_patches_package():
+    found = private_library_references(OUTSIDE_THE_FENCE, library_private_names(),
+                                       own_private_names(OUTSIDE_THE_FENCE))
+    assert found == []
+
+
+def test_the_fence_check_sees_a_private_name_and_a_patched_class(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import panel as pn\nfrom bokeh.protocol.message import Message\n"
+                     "def f(widget):\n    return widget._models, getattr(widget, '_update_model')\n"
+                     "Message.send = f\npn.state.location = None\n")
+    found = private_library_references([probe], {"_models", "_update_model"}, set())
+    assert sorted(line.split(" ", 1)[1] for line in found) == ["'_update_model'", "._models", "assigns Message.send",
+                                                              "assigns pn.state.location"]

@@ -1,1 +1,1 @@
-"""One reader's page: the layout, its assets, the first visit, and the URL it is synced to."""
+"""One reader's page: the layout, the first visit (the simulator prepared while a placeholder shows), and the URL."""

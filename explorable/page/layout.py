@@ -7,30 +7,30 @@ with its strips, the curves and the log terminal; and ties the controls to the p
 from __future__ import annotations
 
 import html
-from urllib.parse import parse_qsl
 
 import panel as pn
 import param
-from panel.reactive import Syncable
 
-from explorable.state import background
-from explorable.patches import inline_arrays, prompt_writes
-from explorable.page import links, startup, url
+from explorable import patches
+from explorable.patches import aria_names
+from explorable.page import startup, url
 from explorable.views import projector
 from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
 from explorable.views.controls import Controls
 from explorable.views.curves import Curves
-from explorable.views.guide import MEMORY_STEPS, PREFIX_STEPS, TRAFFIC_STEPS, Guide
+from explorable.views.data_tables import tables_script
+from explorable.views.guide import GUIDES, Guide, GuideSpec
+from explorable.views.guide_tabs import GuideTabs
 from explorable.views.lanes import LaneChart
 from explorable.views.live import LivePanel
 from explorable.views.logs_view import LogView
 from explorable.patches.paint_fix import same_sheet_kept
 from explorable.views.readouts import Readouts
 from explorable.views.traffic_curve import TrafficCurve
-from explorable.state.store import ExplorableState
+from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.strips import Strips
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 TITLE = "Continuous batching is not a bigger batch"
 LEDE = (
@@ -40,40 +40,11 @@ LEDE = (
 )
 
 
-def _one_message_per_browser_event() -> None:
-    """Send everything one browser event changes (a click, a slider release) as one PATCH-DOC message.
-
-    Panel handles a browser event without holding the document (it holds only for notebooks), so each
-    watcher's changes go out as a message of their own: a click on a --max-num-seqs stop sent 13, and
-    the browser restyled and relaid the page once per message. Held, they are combined (a property set
-    twice goes once) and written together when the event has been handled.
-    """
-    for name in ("_change_event", "_process_bokeh_event"):
-        original = getattr(Syncable, name, None)
-        if original is None or getattr(original, "_explorable_held", False):
-            continue  # a Panel without this hook: updates still work, as several messages
-
-        def held(self, doc, *args, _original=original, **kwargs):
-            background.foreground_busy()  # the curves' worker waits while a reader's change is answered
-            try:
-                with pn.io.hold(doc):
-                    return _original(self, doc, *args, **kwargs)
-            finally:
-                background.foreground_busy()
-
-        held._explorable_held = True
-        setattr(Syncable, name, held)
-
-
 def configure() -> None:
-    """Once per process: Panel's extension for this app, tolerant links, one message per browser event, and
-    numba's compiled scheduler and the default runs prepared in the background. (A served app also puts up the
-    public server's boundaries: `explorable.server.install()`.)"""
-    url.install()
-    links.install()
-    _one_message_per_browser_event()
-    inline_arrays.install()
-    prompt_writes.install()
+    """Once per process: the library patches (explorable.patches), Panel's extension for this app, and numba's
+    compiled scheduler and the default runs prepared in the background. (A served app also puts up the public
+    server's boundaries: `explorable.server.install()`.)"""
+    patches.install()
     # No `design`: Panel's Bootstrap design puts Bootstrap's whole sheet into every component's shadow
     # root, and every style recalculation then matches it again (126 of 264 ms of browser work per click).
     pn.extension(
@@ -104,6 +75,19 @@ class Notices(StateView):
         return self.box
 
 
+def group_names(guides: list[GuideSpec]) -> dict[str, str]:
+    """What a screen reader calls each button group of the page, by the group's CSS class: a control's toggle
+    and its quick stops by the control's label, a guide's steps and the guides' tabs by what they are."""
+    names = {}
+    for name in CONTROLS:
+        label = ExplorableState.param[name].label
+        names[f"ctl-{name}"] = label
+        names[f"stop-{name}"] = f"{label}: quick stops"
+    names.update({f"{spec.css}-row": f"steps: {spec.label.lower()}" for spec in guides})
+    names["guide-tabs"] = "guides"
+    return names
+
+
 def _header() -> pn.pane.HTML:
     return pn.pane.HTML(
         f'<header class="masthead"><div class="logo" aria-hidden="true">{logo_svg()}</div>'
@@ -120,12 +104,24 @@ def _section(title: str, note: str = "") -> pn.pane.HTML:
 
 # Tells a course page that frames the explorable how tall it is, whenever that changes, so the page can
 # size the iframe to fit (README, "Embedding in a course page"). The message is a plain object; a parent
-# that does not listen ignores it.
+# that does not listen ignores it. A frame sized to its page never scrolls itself, so a results bar kept in
+# sight by `position: sticky` would stay at the frame's top: the README's snippet answers with the part of
+# the frame that is on screen (VIEWPORT_MESSAGE: `top`, the px of the frame above the parent's window), and
+# the page hands that to its stylesheet as --cb-view-top (the bar's sticky offset).
 EMBED_MESSAGE = "continuous-batching-explorable:height"
+VIEWPORT_MESSAGE = "continuous-batching-explorable:viewport"
 _EMBED_SCRIPT = """<script>
 (() => {
   if (window.parent === window || window.__cbEmbedHeight) return;
   window.__cbEmbedHeight = true;
+  window.addEventListener("message", (event) => {
+    const d = event.data;
+    if (event.source !== window.parent || !d || d.type !== "%s") return;
+    const top = Number(d.top);
+    if (!Number.isFinite(top)) return;  // anything else from the parent changes nothing
+    const most = document.documentElement.scrollHeight;
+    document.documentElement.style.setProperty("--cb-view-top", Math.min(Math.max(top, 0), most).toFixed(0) + "px");
+  });
   let last = 0;
   const send = () => {
     const height = Math.ceil(document.documentElement.scrollHeight);
@@ -139,7 +135,7 @@ _EMBED_SCRIPT = """<script>
   window.addEventListener("load", send);
   setInterval(send, 1000);  // content inside shadow roots can grow without resizing <body> at once
 })();
-</script>""" % EMBED_MESSAGE
+</script>""" % (VIEWPORT_MESSAGE, EMBED_MESSAGE)
 
 
 def _embed_height() -> pn.pane.HTML:
@@ -163,13 +159,12 @@ class ExplorableApp(pn.viewable.Viewer):
         super().__init__(**params)
         state = self.state
         lanes = LaneChart(state=state)
+        guides = {spec.key: (spec, Guide(state=state, steps=spec.steps, css=spec.css)) for spec in self.guide_specs()}
         self.views = {
             "controls": Controls(state=state),
             "live": LivePanel(state=state),
-            "guide": Guide(state=state),
-            "traffic_guide": Guide(state=state, steps=TRAFFIC_STEPS, css="traffic-step"),
-            "prefix_guide": Guide(state=state, steps=PREFIX_STEPS, css="prefix-step"),
-            "memory_guide": Guide(state=state, steps=MEMORY_STEPS, css="memory-step"),
+            **{key: guide for key, (_, guide) in guides.items()},
+            "guides": GuideTabs(state=state, guides=list(guides.values())),
             "notices": Notices(state=state),
             "readouts": Readouts(state=state),
             "lanes": lanes,
@@ -190,30 +185,33 @@ class ExplorableApp(pn.viewable.Viewer):
             lanes.figure.min_border_bottom = 12  # the last request's 16 px tick label
             self.views["share"].refresh()
 
+    def guide_specs(self) -> list[GuideSpec]:
+        """The guides this page shows: every one of GUIDES whose feature the page has."""
+        has = {"traffic": self.traffic, "prefix": self.prefix, "memory": self.memory}
+        return [spec for spec in GUIDES if has.get(spec.needs, True)]
+
     def __panel__(self):
         v = self.views
         sidebar = pn.Column(
+            v["readouts"].bar,  # in sight while the reader works the controls, below 900 px (the stylesheet)
             v["controls"], v["share"], v["live"],
             css_classes=["sidebar"], margin=0, stylesheets=[stylesheet()], styles={"flex": "0 0 310px"},
         )
-        traffic_steps = [_section("Then, under traffic", "(requests arrive over time)"), v["traffic_guide"]]
-        prefix_steps = [_section("Then, with prefix caching", "(computed prompt blocks kept for reuse)"),
-                        v["prefix_guide"]]
-        memory_steps = [_section("Four fixes for the memory wall", "(vLLM's own flags, one at a time)"),
-                        v["memory_guide"]] if self.memory else [_section(
-                            "Four fixes for the memory wall", "(--max-model-len, --gpu-memory-utilization, "
-                            "--kv-cache-dtype, --tensor-parallel-size: a guided walk in the served explorable; "
-                            "this static page holds none of their states)")]
         traffic_curve = [v["traffic_curve"]]  # with its own heading: it shows only while traffic arrives
+        shown = self.guide_specs()
+        # A guide this page leaves out, where its spec says so, is named in its place (the static build's memory fixes).
+        absent = [pn.pane.HTML(f'<p class="guide-absent muted" data-absent="{spec.key}">{html.escape(spec.absent)}</p>',
+                               sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(0, 10))
+                  for spec in GUIDES if spec not in shown and spec.absent]
         main = pn.Column(
-            v["guide"],
-            *(traffic_steps if self.traffic else []),
-            *(prefix_steps if self.prefix else []),
-            *memory_steps,
+            v["guides"],
+            *absent,
             v["notices"],
             v["readouts"],
             v["lanes"],
             v["strips"],
+            v["lanes"].description,  # the lanes and strips in words, and their tables, under both
+            v["strips"].description,
             _section("Throughput if you moved one control", "(everything else as set; the orange dot is now)"),
             v["curves"],
             *(traffic_curve if self.traffic else []),
@@ -229,7 +227,9 @@ class ExplorableApp(pn.viewable.Viewer):
             styles={"flex": "1 1 560px", "min-width": "0"},
         )
         return pn.Column(
-            same_sheet_kept(),  # first, so that the page's first updates are painted with it
+            *same_sheet_kept(),  # first, so that the page's first updates are painted with it
+            aria_names.named_widgets(group_names(self.guide_specs())),  # before the widgets, where it can
+            tables_script(),  # each chart's data as a table, built in the browser when the reader opens it
             _header(),
             # Side by side from 900 px; below, the stylesheet stacks the controls above the charts.
             pn.FlexBox(sidebar, main, flex_wrap="wrap", sizing_mode="stretch_width", margin=0,
@@ -248,5 +248,5 @@ def build_app(state: ExplorableState | None = None, sync: bool = True) -> Explor
         url.sync_url(state)
         location = pn.state.location
         if location is not None:
-            wants_projector = projector.wanted(dict(parse_qsl((location.search or "").lstrip("?"))))
+            wants_projector = projector.wanted(url.link_query(location))
     return ExplorableApp(state=state, projector=wants_projector)

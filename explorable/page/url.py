@@ -1,6 +1,8 @@
-"""The page's URL: reading a link into the controls (each bad value falls back with a notice), keeping the
-address bar in step with them, and the share link. Every control is a RunConfig field, named as in the
-engine and vLLM, so a course page can link to one exact state.
+"""The page's URL, the one place a link becomes settings: reading the query (`link_query`), putting its numbers
+on their controls' steps, applying each value to its control (a bad one falls back with a notice), keeping
+the address bar in step with the controls, and the share link. Every control is a RunConfig field, named as
+in the engine and vLLM, so a course page can link to one exact state. (A link Panel itself could not read,
+with a second '?' or an odd host, is made readable by explorable.patches.odd_links.)
 """
 from __future__ import annotations
 
@@ -8,39 +10,61 @@ import html
 import json
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
-import panel.io.location as panel_location
 import param
 
 from engine.settings import parse_bool
-from explorable.page import links
+from explorable.patches.text_updates import TextHTML
 from explorable.state import runs
-from explorable.views.assets import stylesheet
-from explorable.state.control_specs import SLO_CONTROLS, URL_CONTROLS, config_fields
+from explorable.state.control_specs import SLO_CONTROLS, URL_CONTROLS, config_fields, snap_to_step
 from explorable.state.store import CONTROLS, ExplorableState
+from explorable.views.assets import stylesheet
 from explorable.views.state_view import StateView
-from explorable.views.text_pane import TextHTML
 
-_panel_parse_query = panel_location.parse_query
-
-
-def _tolerant_parse_query(query: str) -> dict:
-    """Panel's parse_query, except that a value it chokes on stays text instead of failing the page, and a
-    second '?' is read as '&'."""
-    query = "?" + query.lstrip("?").replace("?", "&") if query else query
-    try:
-        return _panel_parse_query(query)
-    except ValueError:  # it tries int() on str.isdigit() text: '?x=\u00b2' (any name) would blank the page
-        return dict(parse_qsl(query[1:], keep_blank_values=True))
+SECOND_QUESTION_MARK_NOTICE = "The link had a second '?'; it was read as '&' (one query, several settings)."
 
 
-def install() -> None:
-    """Once per process: Panel reads the address bar with the tolerant parser."""
-    panel_location.parse_query = _tolerant_parse_query  # Panel 1.9.4: `Location.query_params` calls it
+def link_query(location: Any) -> dict[str, str]:
+    """The raw text of a link's settings, by name (the last value of a repeated name; a second '?' read as '&').
+
+    Not Panel's parsed `query_params`: it turns 'true' and 400-digit numbers into values `apply_query` must not
+    meet."""
+    search = (getattr(location, "search", None) or "").lstrip("?").replace("?", "&")
+    return dict(parse_qsl(search, keep_blank_values=True))
+
+
+def has_second_question_mark(uri: str | None) -> bool:
+    return bool(uri) and uri.split("#", 1)[0].count("?") > 1
+
+
+def snap_link_values(state: param.Parameterized, link: dict[str, str], controls: Iterable[str]) -> list[str]:
+    """Put a link's numbers on their controls' steps, as the sliders are (in place); a notice for each moved.
+
+    Values that are not numbers in range are left for `apply_query` to refuse with its own notice.
+    """
+    notices = []
+    for name in controls:
+        p = state.param[name]
+        step = getattr(p, "step", None)
+        if name not in link or not isinstance(p, param.Number) or not step or p.bounds is None:
+            continue
+        try:
+            value = float(str(link[name]).strip())
+        except (ValueError, OverflowError):
+            continue
+        lo, hi = p.bounds
+        if not (math.isfinite(value) and lo <= value <= hi):
+            continue
+        snapped = snap_to_step(value, lo, hi, step)
+        if snapped != value:
+            shown = int(snapped) if isinstance(p, param.Integer) else snapped
+            link[name] = str(shown)
+            notices.append(f"The link set {name} to {value:.10g}; it moves in steps of {step:g}, so it is {shown:g}.")
+    return notices
 
 
 # -- link values ----------------------------------------------------------------------------------
@@ -146,15 +170,12 @@ def sync_url(state: ExplorableState) -> None:
     location = pn.state.location
     if location is None:
         return
-    # The raw text of the link (last value of a repeated name): Panel's own parser turns 'true' and
-    # 400-digit numbers into values apply_query must not meet. A second '?' is read as '&'.
-    search = (location.search or "").lstrip("?").replace("?", "&")
-    link = dict(parse_qsl(search, keep_blank_values=True))
-    snapped = links.snap_link_values(state, link, CONTROLS)
+    link = link_query(location)
+    snapped = snap_link_values(state, link, CONTROLS)
     apply_query(state, link)
     request = getattr(getattr(pn.state.curdoc, "session_context", None), "request", None)
-    if links.has_second_question_mark(getattr(request, "uri", None) or location.search):
-        state.add_notice(links.SECOND_QUESTION_MARK_NOTICE)
+    if has_second_question_mark(getattr(request, "uri", None) or location.search):
+        state.add_notice(SECOND_QUESTION_MARK_NOTICE)
     for text in snapped:
         state.add_notice(text)
 

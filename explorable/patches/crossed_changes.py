@@ -12,6 +12,10 @@ Panel settles a conflict between the two sides in ways that lose the reader's ch
   again as an echo of the reader's change. The page shows one step lit while the controls are at another.
   Once the page's handlers have processed a reader's change, `settle_crossings` sends the property's value once
   more, in the patch that answers the change (a browser that already shows it changes nothing).
+
+Written against Panel 1.9.4 (a widget's `_update_model`, `_process_events` and `_events`, and
+`pn.state._unblocked`). Off: Panel settles the conflicts its own way (a rare lost click, or a step lit
+beside controls at another one until the next click).
 """
 from __future__ import annotations
 
@@ -20,9 +24,27 @@ from bokeh.document.events import ModelChangedEvent
 
 from explorable.patches.prompt_changes import committed_property
 
+TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
+_installed = [False]
+
+
+def install() -> None:
+    """Widgets made from now on settle crossed changes (`settle_crossings`); those already made keep theirs."""
+    _installed[0] = True
+
+
+def uninstall() -> None:
+    _installed[0] = False
+
+
+def active() -> bool:
+    return _installed[0]
+
 
 def settle_crossings(*widgets: pn.widgets.Widget) -> None:
     """Keep each widget's queued reader change over a server change, and re-send its value after a reader's."""
+    if not active():
+        return
     for widget in widgets:
         prop = committed_property(widget)
         _keep_queued(widget, prop)
@@ -46,15 +68,16 @@ def _resend_after_reader(widget: pn.widgets.Widget, prop: str) -> None:
     process_events = widget._process_events
 
     def _process_events(events):
-        process_events(events)  # the reader's change and everything it set off (the state, the lighting)
         doc = pn.state.curdoc
-        if prop not in events or doc is None or doc.session_context is None or not pn.state._unblocked(doc):
-            return
-        # Sent now, the value joins the patch that answers the change, after any reply the change crossed; and
-        # it is sent even when the change left Panel's value as it was (the page may still show another).
-        for model, _parent in list(widget._models.values()):
-            if model.document is doc:
-                # An event without a change: Bokeh sends it to the page and calls no Python callback.
-                doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, prop, getattr(model, prop)))
+        with pn.io.hold(doc):  # the answer and the value sent again leave as one message
+            process_events(events)  # the reader's change and everything it set off (the state, the lighting)
+            if prop not in events or doc is None or doc.session_context is None or not pn.state._unblocked(doc):
+                return
+            # Sent now, the value joins the patch that answers the change, after any reply the change crossed;
+            # and it is sent even when the change left Panel's value as it was (the page may still show another).
+            for model, _parent in list(widget._models.values()):
+                if model.document is doc:
+                    # An event without a change: Bokeh sends it to the page and calls no Python callback.
+                    doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, prop, getattr(model, prop)))
 
     widget._process_events = _process_events

@@ -7,6 +7,9 @@ the lanes of 256 requests: 0.3-16 kB). Bokeh's own other encoding of an array, g
 message (what it uses for a standalone page), costs a third more bytes and lets the browser take the whole
 update in one frame: 30-50 ms less of its work per click in headless Chromium on 2 cores (`benchmarks/browser_feel.py`).
 Arrays over `LIMIT` (a thrashing run's tens of thousands of lane segments) still go as binary frames.
+
+Written against Bokeh 3.9.2 (`Serializer._encode_bytes` and `Serializer._deferred`). Off: every array goes as a
+binary frame, as Bokeh sends it.
 """
 from __future__ import annotations
 
@@ -17,13 +20,23 @@ from bokeh.core import serialization
 
 LIMIT = 64 * 1024  # bytes; above this an array's binary frame is cheaper than a third more text to decode
 MARK = "_explorable_inline"
+TESTED = {"bokeh": ("3.9.0", "3.10")}  # from the first version tried to the first release line not tried
+_PLAIN = serialization.Serializer._encode_bytes  # Bokeh's own
+
+
+def active() -> bool:
+    return getattr(serialization.Serializer._encode_bytes, MARK, False)
+
+
+def uninstall() -> None:
+    serialization.Serializer._encode_bytes = _PLAIN
 
 
 def install() -> None:
     """Once per process: arrays up to LIMIT bytes are encoded inline (base64) in websocket messages too."""
-    plain = getattr(serialization.Serializer, "_encode_bytes", None)
-    if plain is None or getattr(plain, MARK, False):
-        return  # a Bokeh without this hook, or already installed: arrays go as Bokeh sends them
+    if active():
+        return
+    plain = _PLAIN
 
     def encode_bytes(self, obj):
         size = obj.nbytes if isinstance(obj, memoryview) else len(obj)

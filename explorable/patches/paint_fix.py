@@ -44,6 +44,11 @@ sight, a frame or more after the parent's scroll.
 
 The script goes in an invisible pane at the top of the page; it finds the class through BokehJS's own module
 loader (`Bokeh.require`) and does nothing where that is not there.
+
+Written against BokehJS 3.9.2: `InlineStyleSheet._update`, `VisualProperties._get_css_value`, `PlotView`'s
+`base_font_size`, `_invalidate_layout_if_needed`, `repaint` and `paint`, and `LayoutDOMView._after_resize` (seven
+entry points; the script checks each is there before it replaces it). Off: the page has no such pane and
+BokehJS paints and lays out as it always does.
 """
 from __future__ import annotations
 
@@ -58,6 +63,22 @@ PLAIN_READ = "__cbPlainRead"  # the same for VisualProperties._get_css_value
 PLAIN_REPAINT = "__cbPlainRepaint"  # the same for PlotView.repaint
 PLAIN_PAINT = "__cbPlainPaint"  # and PlotView.paint
 MARGIN_PX = 100  # a plot this close to the viewport is painted with the update, not when scrolled to
+TESTED = {"bokeh": ("3.9.0", "3.10")}  # from the first version tried to the first release line not tried
+ENTRY_POINTS = 7  # BokehJS methods and properties the script replaces
+_installed = [False]
+
+
+def install() -> None:
+    """Pages built from now on carry the script (`same_sheet_kept`)."""
+    _installed[0] = True
+
+
+def uninstall() -> None:
+    _installed[0] = False
+
+
+def active() -> bool:
+    return _installed[0]
 
 SCRIPT = """<script>
 (() => {
@@ -226,6 +247,8 @@ SCRIPT = """<script>
                             "plain_repaint": PLAIN_REPAINT, "plain_paint": PLAIN_PAINT, "margin": MARGIN_PX}
 
 
-def same_sheet_kept() -> pn.pane.HTML:
-    """An invisible pane whose script keeps BokehJS from rewriting a <style> with the text it holds."""
-    return pn.pane.HTML(SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["paint-fix"])
+def same_sheet_kept() -> list[pn.pane.HTML]:
+    """The page's first child: an invisible pane with the script, or nothing while the patch is off."""
+    if not active():
+        return []
+    return [pn.pane.HTML(SCRIPT, margin=0, height=0, sizing_mode="stretch_width", css_classes=["paint-fix"])]

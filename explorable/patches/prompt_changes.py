@@ -10,11 +10,16 @@ it applies at once; this sets it for those.
 Sliders keep the debounce. A slider's release (`value_throttled`) follows its last `value` and joins that
 change while it waits, so it would not come sooner; and under a flood of releases the debounce is what merges
 them (the load test's flood phase computed twice the updates without it, and its other pages waited longer).
+
+Written against Panel 1.9.4 (`Syncable._priority_changes`, read by `Syncable._server_change`). Off: those
+changes wait Panel's 50 ms like every other.
 """
 from __future__ import annotations
 
 import panel as pn
 
+TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
+_installed = [False]
 # The Bokeh property a browser sets when the reader commits a control, by Panel widget type.
 COMMITTED: dict[type, str] = {
     pn.widgets.RadioButtonGroup: "active",
@@ -31,7 +36,22 @@ def committed_property(widget: pn.widgets.Widget) -> str:
     return prop
 
 
+def install() -> None:
+    """Widgets made from now on answer at once (`answer_at_once`); the widgets already made keep what they have."""
+    _installed[0] = True
+
+
+def uninstall() -> None:
+    _installed[0] = False
+
+
+def active() -> bool:
+    return _installed[0]
+
+
 def answer_at_once(*widgets: pn.widgets.Widget) -> None:
     """Apply each widget's committing change at the next turn of the loop (see the module's docstring)."""
+    if not active():
+        return
     for widget in widgets:
         widget._priority_changes = [*type(widget)._priority_changes, committed_property(widget)]

@@ -12,6 +12,9 @@ Here the frames of one message are handed to the socket back to back, with no tu
 them (the loop has one thread, so nothing can come between them either), and the lock is let go before
 waiting for the socket to take them. Client connections, and a websocket class that writes its own way,
 keep Bokeh's own method.
+
+Written against Bokeh 3.9.2 (`Message.send`, `Message._buffers`, `WSHandler.write_lock`) and Tornado 6.5 (its
+`WebSocketHandler.write_message`). Off: Bokeh's own send, one frame per turn of the loop.
 """
 from __future__ import annotations
 
@@ -24,6 +27,16 @@ from bokeh.server.views.ws import WSHandler
 from tornado.websocket import WebSocketHandler
 
 _MARK = "_explorable_prompt"
+TESTED = {"bokeh": ("3.9.0", "3.10"), "tornado": ("6.4", "7")}  # the first version tried, the first line not tried
+_PLAIN = Message.send  # Bokeh's own
+
+
+def active() -> bool:
+    return getattr(Message.send, _MARK, False)
+
+
+def uninstall() -> None:
+    Message.send = _PLAIN
 
 
 def frames(message: Message) -> Iterator[tuple[str | bytes, bool]]:
@@ -38,9 +51,9 @@ def frames(message: Message) -> Iterator[tuple[str | bytes, bool]]:
 
 def install() -> None:
     """Once per process: `Message.send` to a server's websocket writes its frames back to back."""
-    original = Message.send
-    if getattr(original, _MARK, False):
+    if active():
         return
+    original = _PLAIN
 
     async def send(self: Message, conn) -> int:
         # Only Bokeh's own server websocket: a subclass that sends its own way (Panel's Jupyter executor

@@ -2,9 +2,9 @@
 
 
 def install() -> None:
-    """Once per served process: bounded logs, the compute budget, and the deep health check."""
-    from explorable.server import budget, health, log_limits
+    """Once per served process: bounded logs and the compute budget. (The health route is a Panel plugin:
+    `panel serve app.py --plugins explorable.server.health`.)"""
+    from explorable.server import budget, log_limits
 
     log_limits.install()
     budget.install()
-    health.install()

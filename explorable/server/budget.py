@@ -220,7 +220,7 @@ def _schedule(doc, session: Session) -> None:
 
 
 def _connected(doc) -> bool:
-    server_session = getattr(getattr(doc, "session_context", None), "_session", None)
+    server_session = getattr(getattr(doc, "session_context", None), "session", None)  # Bokeh's ServerSession
     return getattr(server_session, "connection_count", 1) > 0
 
 

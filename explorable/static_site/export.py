@@ -6,8 +6,9 @@ Bokeh and Panel JavaScript and CSS they load, copied from the installed packages
 (which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
 JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
 Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
-code in worker processes; the page itself computes nothing. Interrupted, it resumes: each group of
-states is kept in DIR/.work once done.
+code in worker processes; the page itself computes nothing. DIR holds only what a host should serve.
+Interrupted, the build resumes: each group of states, once done, is kept outside DIR (under the system's
+temporary folder, or --work), and that cache is removed when the build completes.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -31,7 +33,7 @@ from typing import Any
 from explorable.state.control_specs import CONTROL_SPECS, GRID_CONTROLS
 from explorable.static_site import static_data
 
-WORK = ".work"
+LEGACY_WORK = ".work"  # where builds before this one kept their resume cache: inside the site (removed)
 STATIC_JS = Path(__file__).resolve().parent / "static" / "cb-static.js"
 # The grid's controls in URL order: those whose declaration gives static stops (explorable.state.control_specs).
 GRID_ORDER = GRID_CONTROLS
@@ -294,7 +296,7 @@ def unused_files(doc) -> set[str]:
         (used if any(issubclass(h, cls) for h in held) else unused).update(listed)
     area = pn.state.notifications
     if area is not None and not any(type(m).__name__ == "NotificationArea" for m in doc.models):
-        unused.update(files(type(area), ("__javascript__", "__css__", "_stylesheets")))
+        unused.update(files(type(area), ("__javascript__", "__css__")))
     norm = lambda f: re.sub(r"^.*?static/", "static/", PANEL_CDN.sub("static/extensions/panel/", f)).split("?")[0]  # noqa: E731
     return {norm(f) for f in unused} - {norm(f) for f in used}
 
@@ -358,6 +360,7 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
 
     from explorable.static_site import static_page
     from explorable.page.layout import TITLE
+    from explorable.page.template import VIEWPORT_META
 
     (out / "static").mkdir(exist_ok=True)
     shutil.copyfile(STATIC_JS, out / "static" / "cb-static.js")
@@ -376,7 +379,7 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
         other = next(n for n, p in PAGES if p != projector)
         switch = _SWITCH % ("true" if projector else "false", json.dumps(other))
         assert "<head>" in text
-        text = text.replace("<head>", "<head>\n" + switch, 1)
+        text = text.replace("<head>", "<head>\n" + VIEWPORT_META + "\n" + switch, 1)
         script = json.dumps({**config, "ids": ids}, separators=(",", ":")).replace("</", "<\\/")
         tail = f'<script>window.CB_STATIC_CONFIG = {script};</script>\n<script src="static/cb-static.js"></script>\n'
         text = text.replace("</body>", tail + "</body>", 1)
@@ -397,7 +400,7 @@ def _size(paths: Iterable[Path]) -> tuple[int, int]:
 
 def figures(out: Path) -> dict[str, Any]:
     """Sizes of the site: all of it, the shell (everything but data/), and the largest state file."""
-    every = [p for p in out.rglob("*") if p.is_file() and WORK not in p.relative_to(out).parts]
+    every = [p for p in out.rglob("*") if p.is_file()]
     data = [p for p in every if p.parent == out / "data"]
     shell = [p for p in every if p not in set(data)]
     largest = max(data, key=lambda p: len(gzip.compress(p.read_bytes(), 9)), default=None)
@@ -411,14 +414,38 @@ def _kb(n: int) -> str:
     return f"{n / 1024:,.1f} kB" if n < 1024 * 1024 else f"{n / 2**20:,.2f} MB"
 
 
+# -- the resume cache ------------------------------------------------------------------------------
+def default_work_root() -> Path:
+    """Where builds keep their resume caches unless told (--work): the system's temporary folder."""
+    return Path(tempfile.gettempdir()) / "cb-explorable-export"
+
+
+def work_dir(out: Path, stops: dict[str, tuple], root: Path | None = None) -> Path:
+    """The resume cache of a build of `stops` into `out`: outside `out`, one per site folder and grid (two
+    builds into different folders, or of different grids, never share one)."""
+    key = json.dumps({"out": str(out.resolve()), "stops": {n: [str(v) for v in stops[n]] for n in GRID_ORDER}})
+    return (root or default_work_root()) / _digest(key.encode(), 16)
+
+
+def _tidy(out: Path) -> None:
+    """Leave in `out` only what a host should serve: no resume cache of an older build, no half-written file."""
+    legacy = out / LEGACY_WORK
+    if legacy.is_dir():
+        shutil.rmtree(legacy)
+    for tmp in [*out.glob("*.tmp"), *out.glob("data/*.tmp")]:
+        tmp.unlink()
+
+
 # -- command line --------------------------------------------------------------------------------
-def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True) -> dict[str, Any]:
-    """Build the site in `out`; returns the figures it prints."""
+def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True,
+           work_root: Path | None = None) -> dict[str, Any]:
+    """Build the site in `out` (resuming from the cache under `work_root`, removed once done); returns the
+    figures it prints."""
     started = time.perf_counter()
     computed, reach = grid(stops)
     step_keys = guided_step_keys(stops)
 
-    work = out / WORK / _digest(json.dumps({n: [str(v) for v in stops[n]] for n in GRID_ORDER}).encode(), 12)
+    work = work_dir(out, stops, work_root)
     work.mkdir(parents=True, exist_ok=True)
     groups: dict[tuple, list[dict]] = {}
     for values in computed.values():
@@ -444,6 +471,8 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True)
     stale = set((out / "data").glob("*.json")) - {out / "data" / f"{f}.json" for f in files.values()}
     for p in stale:  # outcomes of an earlier build with other stops
         p.unlink()
+    _tidy(out)
+    shutil.rmtree(work, ignore_errors=True)  # done: nothing to resume
     elapsed = time.perf_counter() - started
     fig = figures(out)
     fig.update(states=len(reach), computed=len(computed), outcomes=len(set(files.values())),
@@ -474,7 +503,13 @@ def _bar(total: int, initial: int, enabled: bool):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m explorable.export", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, type=Path, help="folder to write the site into (created; resumable)")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="folder to write the site into (created): it gets only the files a host serves, so "
+                             "upload it as it is. An interrupted build resumes; its cache of finished states is "
+                             "kept outside the folder (see --work) and removed when the build completes")
+    parser.add_argument("--work", type=Path, default=None, metavar="DIR",
+                        help="where an unfinished build keeps finished states to resume from (default: "
+                             f"{default_work_root()}); never inside --out")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="worker processes (default: one per CPU, %(default)s here)")
     parser.add_argument("--stops", action="append", default=[], metavar="NAME=V1,V2",
@@ -486,10 +521,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ExportError("--jobs must be at least 1")
         if args.out.exists() and not args.out.is_dir():
             raise ExportError(f"--out {args.out} exists and is not a folder")
+        if args.work is not None and args.work.resolve().is_relative_to(args.out.resolve()):
+            raise ExportError(f"--work {args.work} is inside --out {args.out}: a host would serve it")
+        if args.work is not None and args.work.exists() and not args.work.is_dir():
+            raise ExportError(f"--work {args.work} exists and is not a folder")
         stops = parse_stops(args.stops)
         guided_step_keys(stops)
         args.out.mkdir(parents=True, exist_ok=True)
-        fig = export(args.out, stops, args.jobs, progress=not args.quiet)
+        fig = export(args.out, stops, args.jobs, progress=not args.quiet, work_root=args.work)
     except ExportError as exc:
         print(f"explorable.export: {exc}", file=sys.stderr)
         return 2

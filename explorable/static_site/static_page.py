@@ -105,12 +105,17 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
         share.object, share.visible = share_html(SHARE_HREF), False  # the page's script links it and shows it
         guide, notices = v["guide"], v["notices"]
         panes = {"readouts": v["readouts"].pane, "run_error": v["readouts"].error, "lanes.caption": v["lanes"].caption,
-                 "log": v["logs"].pane, "pool_warning": c.pool_warning}
+                 "log": v["logs"].pane, "pool_warning": c.pool_warning,
+                 # the results bar and each chart in words
+                 "results_bar": v["readouts"].bar, "lanes.words": v["lanes"].words, "strips.words": v["strips"].words,
+                 "curves.words": v["curves"].words}
         ui_panes = {f"ctl.{name}": c.widgets[name] for name in STOPS}
         ui_panes.update({"declared_note": c.declared_note, "reset": c.reset, "guide.text": guide.text,
                          "guide.prev": guide.prev, "guide.next": guide.next, "notices.text": notices.text,
                          "notices.box": notices.box, "notices.dismiss": notices.dismiss, "share": share,
                          "guide.steps": guide.step_buttons})
+        tabs = v["guides"]  # the guides' tabs, and each guide's panel (shown by its tab)
+        ui_panes.update({"guides.tabs": tabs.tabs, **{f"guides.panel.{i}": p for i, p in enumerate(tabs.panels)}})
         name_models({**panes, **ui_panes})
         root = pn.panel(app).get_root(doc, Comm())
     pn.io.model.add_to_doc(root, doc, True)
@@ -187,6 +192,11 @@ def on_change_js(page: Page) -> None:
             model.js_on_change("active", CustomJS(code=call.format("stop", f"'{name[6:]}', cb_obj.active")))
         elif name == "guide.steps":  # the step clicked (null when the script unlights them)
             model.js_on_change("active", CustomJS(code=call.format("chooseStep", "cb_obj.active")))
+        elif name == "guides.tabs":  # a guide's tab: shows that guide, in the page alone (no state file)
+            count = sum(n.startswith("guides.panel.") for n in page.ui_models)
+            panels = [page.ui_models[f"guides.panel.{i}"] for i in range(count)]
+            model.js_on_change("active", CustomJS(args={"panels": panels}, code=(
+                "panels.forEach((p, i) => { p.visible = i === cb_obj.active; });")))
         elif name in ("guide.prev", "guide.next", "reset", "notices.dismiss"):
             model.js_on_event("button_click", CustomJS(code=call.format("button", f"'{name}'")))
 

@@ -2,9 +2,9 @@
 
 Panel renders each component in its own shadow root, so every styled pane, button and layout needs the
 explorable's CSS itself. Given as text, Bokeh would serialise one copy per component (about 50 on a page,
-300 kB of every page open); given as one `InlineStyleSheet` model, it goes out once per document and
-each component refers to it by id. The browser still puts a <style> with the text into each shadow root,
-exactly as it does for text.
+300 kB of every page open); given as one `InlineStyleSheet` model (explorable.patches.stylesheet_models lets
+Panel take one), it goes out once per document and each component refers to it by id. The browser still puts
+a <style> with the text into each shadow root, exactly as it does for text.
 """
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import panel as pn
-import param
 from bokeh.document import Document
 from bokeh.models import InlineStyleSheet
-from bokeh.models.css import StyleSheet
-from panel.viewable import Layoutable
+
+from explorable.patches import direct_styles, stylesheet_models
 
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 SHEET_NAME = "explorable-css"  # the stylesheet model's name, to find it in a document
@@ -29,38 +28,22 @@ def stylesheet_css() -> str:
     return (ASSETS_DIR / "explorable.css").read_text()
 
 
-def _accept_stylesheet_models() -> None:
-    """Let components' `stylesheets` hold Bokeh StyleSheet models as well as text.
-
-    Panel 1.9 declares the parameter as a list of str, yet it hands Bokeh models through untouched (it
-    turns its own `.css` URLs into `ImportedStyleSheet` models, one per document, the same way), and
-    Bokeh's `stylesheets` property takes them. Only the declaration is widened, once, on the class that
-    defines it (every component shares that parameter).
-    """
-    declared = Layoutable.param.stylesheets
-    item_type = getattr(declared, "item_type", None)
-    if item_type is None:  # a Panel that does not restrict the items has nothing to widen
-        return
-    allowed = item_type if isinstance(item_type, tuple) else (item_type,)
-    if StyleSheet not in allowed:
-        declared.item_type = (*allowed, StyleSheet)
-
-
-_accept_stylesheet_models()
-
 # One sheet per document: a Bokeh model belongs to a single document, so the sheet cannot be shared by
 # every session. Weak both ways: the entry goes with the document, and the sheet lives as long as the
 # components that use it (a strong value would keep its document alive through the model's back-reference).
 _SHEETS: weakref.WeakKeyDictionary[Document, weakref.ref[InlineStyleSheet]] = weakref.WeakKeyDictionary()
 
 
-def stylesheet() -> InlineStyleSheet:
+def stylesheet() -> InlineStyleSheet | str:
     """The explorable's CSS for a component of the page being built: `stylesheets=[stylesheet()]`.
 
     Within a page (Panel's current document: a served session, or `panel.io.state.set_curdoc`) every call
     returns the same model, so the document carries the text once. With no current document (a page built
-    for a test or a notebook) each call gets a model of its own, which works in any document.
+    for a test or a notebook) each call gets a model of its own, which works in any document. Where Panel
+    takes no stylesheet model (explorable.patches.stylesheet_models off), the CSS text itself.
     """
+    if not stylesheet_models.active():
+        return stylesheet_css()
     doc = pn.state.curdoc
     if doc is None:
         return InlineStyleSheet(css=stylesheet_css(), name=SHEET_NAME)
@@ -84,25 +67,17 @@ def toggled_styles(styles: dict[str, str], on: bool) -> dict[str, str | None]:
 
 
 def set_styles(widget: pn.widgets.Widget, styles: dict[str, str], on: bool) -> None:
-    """Put `styles` on `widget` (or take them off) without re-rendering it.
-
-    The widget's Bokeh models get the new `styles` directly: through Panel, a `styles` change recomputes
-    every property of the widget (design, stylesheets, sizing) for Bokeh to compare, about 2 ms of server
-    time per button against 0.07 ms. The browser receives the same single `styles` change either way; the
-    widget's own parameter is kept in step for a later render."""
+    """Put `styles` on `widget` (or take them off) without re-rendering it (explorable.patches.direct_styles)."""
     if (widget.styles == styles) == on:  # setting even an equal dict costs a restyle of the widget
         return
-    new = toggled_styles(styles, on)
-    with param.parameterized.discard_events(widget):
-        widget.styles = new
-    for model, _parent in list(widget._models.values()):  # Panel's record of the widget's models, by page
-        model.styles = new
+    direct_styles.put_styles(widget, toggled_styles(styles, on))
 
 
 # The guide's "previous" at its first step and "next" at its last: greyed and not clickable. Not `disabled`:
 # BokehJS rebuilds a button whose `disabled` changes and then lays out the whole page again (about 40 ms of
 # the browser's work on every click that moves the guide to or from an end); a style change costs a restyle.
-END_OF_WALK_STYLES = {"opacity": "0.4", "pointer-events": "none", "cursor": "default"}
+# Faded no further than its text's contrast allows (4.5:1 on the page: WCAG 1.4.3; at 0.4 it was 2.4:1).
+END_OF_WALK_STYLES = {"opacity": "0.65", "pointer-events": "none", "cursor": "default"}
 
 # A control that the current setting does not read (declared max_tokens while allocating on demand).
 INACTIVE_STYLES = {"font-style": "italic", "opacity": "0.7"}

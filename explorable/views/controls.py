@@ -29,13 +29,14 @@ CHOICE_LAYOUT = dict(sizing_mode="stretch_width", margin=(4, 12))
 def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widget:
     """The widget of one control, from its parameter (its range, label and text) and its declaration."""
     p = state.param[spec.name]
-    common = dict(css_classes=[f"ctl-{spec.name}"], tags=[{"control": spec.name}])
+    # Every control gets the page's stylesheet: its keyboard focus is drawn by it (a visible outline).
+    common = dict(css_classes=[f"ctl-{spec.name}"], tags=[{"control": spec.name}], stylesheets=[stylesheet()])
     if isinstance(p, param.Boolean):
         return pn.widgets.Checkbox(label=p.label, value=getattr(state, spec.name), margin=(8, 12), **common)
     if isinstance(p, param.Selector):
         options = dict(p.names) if p.names else list(p.objects)
         kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels and not spec.dropdown else pn.widgets.Select
-        extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else {}
+        extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else dict(name=p.label)
         return kind(options=options, value=getattr(state, spec.name), description=p.doc, **CHOICE_LAYOUT,
                     **extra, **common)
     return _slider(state, spec, p, common)

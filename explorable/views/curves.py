@@ -18,7 +18,11 @@ from panel.io.state import set_curdoc
 
 from engine import RunConfig
 from explorable.state import background, runs
+from explorable.views.assets import stylesheet
 from explorable.views import palette
+from explorable.views.data_tables import table_toggle
+from explorable.views.in_words import curve_in_words, words_html
+from explorable.patches.text_updates import TextHTML
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
@@ -112,10 +116,11 @@ def style_axes(fig, x_label: str, y_label: str) -> None:
 class _Curve:
     """One throughput curve (line, sample dots, the current point and a vertical marker)."""
 
-    def __init__(self, name: str, values, x_label: str, ticks, tick_labels, unit: str):
+    def __init__(self, name: str, values, x_label: str, ticks, tick_labels, unit: str, fmt: str = "{:g}"):
         self.name, self.values = name, values
-        self.line = ColumnDataSource({"x": [], "y": []})
-        self.point = ColumnDataSource({"x": [], "y": []})
+        self.said = (x_label, unit, fmt)  # how its text alternative names the setting and its values
+        self.line = ColumnDataSource({"x": [], "y": []}, name=f"cb-curve-{name}")  # named for the data table
+        self.point = ColumnDataSource({"x": [], "y": []}, name=f"cb-curve-{name}-point")
         self.figure = _curve_figure(x_label, ticks, tick_labels)
         self.figure.line("x", "y", source=self.line, line_color=palette.CURVE, line_width=2)
         dots = self.figure.scatter("x", "y", source=self.line, size=5, fill_color="white", line_color=palette.CURVE)
@@ -133,7 +138,8 @@ class _Curve:
     def known(self, cfg: RunConfig) -> bool:
         return known_sweep(curve_base(cfg, self.name), self.name, self.values) is not None
 
-    def update(self, cfg: RunConfig) -> None:
+    def update(self, cfg: RunConfig) -> str:
+        """Draw the curve around `cfg`; returns it in words."""
         cfg = curve_base(cfg, self.name)
         data = shared_sweep(cfg, self.name, self.values)
         current = float(getattr(cfg, self.name))
@@ -143,6 +149,8 @@ class _Curve:
         set_data(self.point, {"x": [current], "y": [float(here[0]) if len(here) else math.nan]})
         self.marker.location = current
         self.figure.y_range.update(start=0, end=float(top) * 1.12)
+        what, unit, fmt = self.said
+        return curve_in_words(what, unit, data, current, fmt)
 
 
 def _hand_over(doc, deliver, done: tuple) -> None:
@@ -170,6 +178,9 @@ class Curves(StateView):
         pool_ticks = (1, 2, 4, 8, 16, 32, 64)
         self.by_pool = _Curve("pool_gib", POOL_SWEEP, "KV cache pool (GiB)", pool_ticks,
                               [str(t) for t in pool_ticks], " GiB")
+        self.by_pool.said = ("the KV cache pool", " GiB", "{:g}")
+        self.words = TextHTML("", css_classes=["chart-words"], sizing_mode="stretch_width", margin=(2, 10, 0, 10),
+                              stylesheets=[stylesheet()])
         self._config = None
 
     def changed(self, *_events) -> None:
@@ -205,15 +216,20 @@ class Curves(StateView):
             return
         self._config = cfg
         with pn.io.hold():
-            self.by_seqs.update(cfg)
-            self.by_pool.update(cfg)
+            said = [self.by_seqs.update(cfg), self.by_pool.update(cfg)]
+            self.words.object = words_html("curves", " ".join(said))
 
     def __panel__(self):
         # Side by side while each gets 320 px or more, one above the other below that.
         for fig in (self.by_seqs.figure, self.by_pool.figure):
             fig.styles = {"flex": "1 1 320px", "min-width": "0"}
-        return pn.FlexBox(
-            pn.pane.Bokeh(self.by_seqs.figure, sizing_mode="stretch_width"),
-            pn.pane.Bokeh(self.by_pool.figure, sizing_mode="stretch_width"),
-            flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["curves"], margin=0,
+        return pn.Column(
+            pn.FlexBox(
+                pn.pane.Bokeh(self.by_seqs.figure, sizing_mode="stretch_width"),
+                pn.pane.Bokeh(self.by_pool.figure, sizing_mode="stretch_width"),
+                flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["curves"], margin=0,
+            ),
+            self.words,
+            table_toggle("curves"),
+            sizing_mode="stretch_width", margin=0,
         )

@@ -16,7 +16,7 @@ from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import CONTROLS, ExplorableState
 from explorable.views.fixes_table import table_html, table_rows
 from explorable.views.state_view import StateView, answer_reader
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,34 @@ MEMORY_STEPS = (
     ),
 )
 
-GUIDES = (STEPS, TRAFFIC_STEPS, PREFIX_STEPS, MEMORY_STEPS)
+
+@dataclass(frozen=True)
+class GuideSpec:
+    """One guide of the page: the steps it walks and how its tab reads. The page shows one guide at a time,
+    chosen by its tab (`GuideTabs`), in the order of `GUIDES`; a guide is added here, as data."""
+
+    key: str  # the page's name for its view (ExplorableApp.views[key])
+    label: str  # its tab
+    steps: tuple[Step, ...]
+    css: str = "step"  # class prefix of its step buttons and text (tests and the static page find them by it)
+    about: str = ""  # one line under the tab: what the guide's experiments have in common
+    needs: str = ""  # a page feature it needs ('traffic', 'prefix', 'memory'): a page without it (the static build)
+    # leaves it out
+    absent: str = ""  # what a page that leaves it out says in its place ('' for nothing)
+
+
+GUIDES: tuple[GuideSpec, ...] = (
+    GuideSpec("guide", "All at once", STEPS, "step", "The article's experiments: 256 requests queued at 0 s."),
+    GuideSpec("traffic_guide", "Under traffic", TRAFFIC_STEPS, "traffic-step",
+              "Requests arrive over time, as on a real server.", needs="traffic"),
+    GuideSpec("prefix_guide", "With prefix caching", PREFIX_STEPS, "prefix-step",
+              "Computed prompt blocks are kept for reuse.", needs="prefix"),
+    GuideSpec("memory_guide", "Memory-wall fixes", MEMORY_STEPS, "memory-step",
+              "Four fixes for the memory wall: vLLM's own flags, one at a time, from the same wall.", needs="memory",
+              absent="Four fixes for the memory wall (--max-model-len, --gpu-memory-utilization, --kv-cache-dtype, "
+                     "--tensor-parallel-size) is a guide of the served explorable (panel serve app.py): this static "
+                     "page holds none of their states."),
+)
 
 
 def step_settings(state: ExplorableState, index: int, steps: tuple = STEPS) -> dict:
@@ -292,8 +319,7 @@ class Guide(StateView):
         # Whether the page opened from a link to settings that are no step of any guide: only then does a state
         # that is no step of this guide need saying so. At the starting point, or at another guide's step, a
         # later guide's first step is an invitation.
-        self.linked = not self._at_start() and all(
-            matching_step(self.state, steps) is None for steps in GUIDES)
+        self.linked = not self._at_start() and all(matching_step(self.state, g.steps) is None for g in GUIDES)
         self.param.watch(self.changed, "chosen")
 
     @answer_reader

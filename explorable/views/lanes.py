@@ -16,17 +16,20 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
-    ColumnDataSource, CustomJS, CustomJSHover, FixedTicker, HoverTool, LinearColorMapper, Range1d,
+    CDSView, ColumnDataSource, CustomJS, CustomJSFilter, CustomJSHover, CustomJSTransform, FixedTicker, HoverTool,
+    LinearColorMapper, Range1d,
 )
 from bokeh.plotting import figure
 
 from engine import Event, Trace
 from explorable.views import palette
+from explorable.views.data_tables import table_toggle
+from explorable.views.in_words import lanes_in_words, words_html
 from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.sources import set_data
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
@@ -257,8 +260,10 @@ def legend_html(cached: bool = False) -> str:
     """The lane colours with what they mean, as wrapping HTML ("from cache" only where the run caches)."""
     shown = len(palette.LANE_COLOURS) if cached else palette.CACHED
     items = "".join(
-        f'<span class="legend-item"><span class="swatch" style="background:{colour}"></span>{html.escape(label)}</span>'
-        for colour, label in list(zip(palette.LANE_COLOURS, palette.LANE_LABELS))[:shown])
+        f'<span class="legend-item"><span class="swatch pattern-{i}" style="background-color:{colour}; color:{hatch}">'
+        f'</span>{html.escape(label)}</span>'
+        for i, (colour, hatch, label) in enumerate(zip(palette.LANE_COLOURS, palette.HATCH_COLOURS,
+                                                        palette.LANE_LABELS)) if i < shown)
     return f'<div class="legend" data-legend="lanes">{items}</div>'
 
 
@@ -294,8 +299,9 @@ def lane_view_data(trace: Trace) -> dict:
         f'<b data-value="{s["makespan_s"]:.3f}">{s["makespan_s"]:.1f} s</b>, {kind})</span></div>'
     )
     details = _details(trace, admitted_at, preempted_at)
+    words = words_html("lanes", lanes_in_words(trace, counts["thrash"] > 0))
     return {"segments": segments, "marks": marks, "details": details["rows"], "times": details["times"],
-            "caption": caption}
+            "caption": caption, "words": words}
 
 
 def _empty_segments() -> dict[str, list]:
@@ -312,11 +318,13 @@ class LaneChart(StateView):
         super().__init__(**params)
 
     def build(self) -> None:
-        self.source = ColumnDataSource(_empty_segments())
+        # Named for the data table (explorable.views.data_tables), which reads them in the browser.
+        self.source = ColumnDataSource(_empty_segments(), name="cb-lanes-segments")
         self.marks = ColumnDataSource({**_empty_segments(), "mid": []})  # lost stretches, flagged
         self.details = ColumnDataSource({k: [] for k in ("prompt", "output", "arrival", "ttft", "tpot", "itl", "admitted",
-                                                         "preempted", "first", "cached_admit", "cached_resume")})
-        self.times = ColumnDataSource({"t": []})  # each request's listed admission and eviction times
+                                                         "preempted", "first", "cached_admit", "cached_resume")},
+                                        name="cb-lanes-details")
+        self.times = ColumnDataSource({"t": []}, name="cb-lanes-times")  # each request's admission, eviction times
         self.figure = self._figure()
         self.caption = TextHTML("", css_classes=["lane-caption"], sizing_mode="stretch_width",
                                     margin=(4, 10, 0, 10), stylesheets=[stylesheet()])
@@ -324,6 +332,12 @@ class LaneChart(StateView):
         # and scales with the page's text; it never changes, so it costs nothing per update.
         self.legend = pn.pane.HTML(legend_html(), css_classes=["lane-legend"], sizing_mode="stretch_width",
                                    margin=(2, 10, 0, 10), stylesheets=[stylesheet()])
+        # The chart in words (explorable.views.in_words), for a reader who cannot see it.
+        self.words = TextHTML("", css_classes=["chart-words"], sizing_mode="stretch_width", margin=(2, 10, 0, 10),
+                              stylesheets=[stylesheet()])
+        # Placed by the page under the strips, which share the lanes' time axis and sit right under them.
+        self.description = pn.Column(self.words, table_toggle("lanes"), sizing_mode="stretch_width", margin=0,
+                                     css_classes=["lane-description"])
         self._pane = pn.Column(
             self.caption,
             self.legend,
@@ -345,11 +359,15 @@ class LaneChart(StateView):
         mapper = LinearColorMapper(palette=list(palette.LANE_COLOURS), low=-0.5, high=len(palette.LANE_COLOURS) - 0.5)
         bars = fig.hbar(y="y", left="left", right="right", height=1.0, source=self.source,
                         fill_color={"field": "state", "transform": mapper}, line_color=None,
-                        hover_fill_alpha=1.0, hover_line_color=palette.INK, hover_line_width=1)
+                        hover_fill_alpha=1.0, hover_line_color="white", hover_line_width=1)
+        self._patterns(fig)
         # Lost work is often a few passes long: far under a pixel on a 20 s axis. A fixed-size marker at
-        # its middle keeps it visible at full scale; zoom in and the bar itself shows the real extent.
-        marks = fig.scatter(x="mid", y="y", source=self.marks, marker="square", size=7,
-                            fill_color={"field": "state", "transform": mapper}, line_color="white", line_width=0.6)
+        # its middle keeps it visible at full scale; zoom in and the bar itself shows the real extent. Its
+        # shape tells ordinary loss (a square) from thrashing (a crossed square), as the bars' patterns do.
+        shapes = CustomJSTransform(args={"shapes": {str(k): v for k, v in palette.LOST_MARKERS.items()}},
+                                   v_func="return Array.from(xs, (s) => shapes[s] ?? 'square')")
+        marks = fig.scatter(x="mid", y="y", source=self.marks, marker={"field": "state", "transform": shapes}, size=7,
+                            fill_color={"field": "state", "transform": mapper}, line_color=palette.INK, line_width=0.8)
         labels = "[" + ",".join(f"'{t}'" for t in palette.LANE_LABELS) + "]"
         # What a request is (tokens, admissions, evictions) comes from `details`, one row per request, by
         # the hovered segment's y: sent once per run instead of once per segment.
@@ -367,8 +385,8 @@ class LaneChart(StateView):
         fig.yaxis.ticker = self.y_ticker
         fig.xaxis.visible = False  # the strips underneath carry the shared time axis
         fig.ygrid.grid_line_color = None
-        fig.xgrid.grid_line_color = palette.RULE
-        fig.xgrid.grid_line_alpha = 0.6
+        fig.background_fill_color = palette.LANE_GROUND  # every lane colour 4:1 or more against it
+        fig.xgrid.grid_line_color = palette.LANE_GRID
         fig.outline_line_color = None
         fig.yaxis.axis_line_color = None
         fig.yaxis.major_tick_line_color = None
@@ -377,6 +395,17 @@ class LaneChart(StateView):
         fig.yaxis.axis_label_text_color = palette.MUTED
         fig.yaxis.major_label_text_color = palette.MUTED
         return fig
+
+    def _patterns(self, fig) -> None:
+        """Each state's pattern over its colour (palette.LANE_PATTERNS): lost work hatched, thrashing cross-hatched,
+        cached tokens dotted, so that no state is told by its colour alone. One renderer per pattern, over the
+        segments of its state only (picked in the browser from the state code the bars carry: no column more to
+        send), with one pattern each: a pattern given per segment costs BokehJS seconds to draw on every update."""
+        for state, source in ((palette.LOST, self.marks), (palette.THRASH, self.marks), (palette.CACHED, self.source)):
+            picked = CustomJSFilter(args={"code": state}, code="return Array.from(source.data.state, (s) => s === code)")
+            fig.hbar(y="y", left="left", right="right", height=1.0, source=source, view=CDSView(filter=picked),
+                     fill_color=None, line_color=None, hatch_pattern=palette.LANE_PATTERNS[state],
+                     hatch_color=palette.HATCH_COLOURS[state], hatch_scale=6, hatch_weight=1.2)
 
     def refresh(self) -> None:
         trace = self.state.trace
@@ -393,6 +422,7 @@ class LaneChart(StateView):
             self.y_range.update(start=n - 0.5, end=-0.5)
             self.y_ticker.ticks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
             self.caption.object = data["caption"]
+            self.words.object = data["words"]
             legend = legend_html(bool(trace.config.enable_prefix_caching))
             if self.legend.object != legend:
                 self.legend.object = legend

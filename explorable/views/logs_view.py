@@ -15,7 +15,7 @@ from engine.presets import GPU_MEMORY_UTILIZATION
 from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.state.control_specs import PRODUCTION_NAMES
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
 
@@ -106,7 +106,7 @@ def log_html(trace: Trace) -> str:
     return (
         f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
         f'<b>vLLM log, {cfg.kv_cache_gib:,.1f} GiB of KV cache{_per_gpu(cfg)} on {html.escape(machine)}</b></div>'
-        f'<div class="terminal-body"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
+        f'<div class="terminal-body" tabindex="0" role="region" aria-label="vLLM log lines"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
         f'<p class="log-reading">{html.escape(reading(trace, trace.summary()))}</p>'
     )
 

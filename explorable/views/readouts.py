@@ -15,7 +15,7 @@ from engine import RunConfig
 from engine.latency import good_requests
 from explorable.views.assets import stylesheet
 from explorable.views.state_view import StateView
-from explorable.views.text_pane import TextHTML
+from explorable.patches.text_updates import TextHTML
 
 
 @dataclass(frozen=True)
@@ -137,18 +137,47 @@ def render(rows: list[Readout], stale: bool, measured: bool) -> str:
     return f'<div class="{classes}">{"".join(cards)}</div>'
 
 
+# A pane whose text a screen reader says when it changes, politely (after what it is saying), whole.
+LIVE_REGION = {"aria-live": "polite", "aria-atomic": "true"}
+
+# The compact results bar's four (explorable.page.layout keeps it in sight beside the controls on a narrow
+# screen): the figures the course's experiments turn on, by their readout keys, with short labels.
+BAR_LABELS = {"throughput_tok_s": "tok/s", "peak_batch": "largest batch", "preemptions": "preemptions",
+              "recomputed_prompt_tokens": "recomputed"}
+
+
+def bar_html(rows: list[Readout], stale: bool, measured: bool) -> str:
+    """The results bar: the four figures of BAR_LABELS as the readouts show them, in one compact row.
+    Its elements carry `data-result`, not `data-readout`: the readout cards stay the one place of each figure."""
+    cells = []
+    for r in rows:
+        if r.key not in BAR_LABELS:
+            continue
+        cap = f'<small>/{r.beside.split()[1]}</small>' if r.key == "peak_batch" and r.beside else ""
+        cells.append(f'<div data-result="{r.key}"><b>{r.text}{cap}</b>{html.escape(BAR_LABELS[r.key])}</div>')
+    classes = "results" + (" stale" if stale else "") + (" measured" if measured else "")
+    return f'<div class="{classes}" role="group" aria-label="results">{"".join(cells)}</div>'
+
+
 class Readouts(StateView):
     """Large numbers with deltas; greyed out while the controls describe a setting that cannot run."""
 
     watches = ("trace", "run_error", "slo_ttft_ms", "slo_tpot_ms")
 
     def build(self) -> None:
+        # Each pane is a polite live region: its text is replaced once per update, when the whole update has
+        # arrived, so a screen reader says the new figures once (label, number, what is beside it, change).
+        live = dict(html_attributes=LIVE_REGION)
         self.pane = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                             css_classes=["readouts-pane", "run-readouts"], margin=(4, 10))
+                             css_classes=["readouts-pane", "run-readouts"], margin=(4, 10), **live)
         self.error = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], visible=False,
-                              css_classes=["run-error"], margin=(0, 10))
+                              css_classes=["run-error"], margin=(0, 10), **live)
         self.traffic = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()],
-                                css_classes=["readouts-pane", "traffic-readouts"], margin=(0, 10), visible=False)
+                                css_classes=["readouts-pane", "traffic-readouts"], margin=(0, 10), visible=False,
+                                **live)
+        # The compact bar, placed by the page beside the controls (it repeats figures the cards say: not live).
+        self.bar = TextHTML("", sizing_mode="stretch_width", stylesheets=[stylesheet()], css_classes=["results-bar"],
+                            margin=0)
         self._previous_goodput: tuple | None = None  # (trace, goodput) of the run before, for the delta
 
     def refresh(self) -> None:
@@ -158,6 +187,7 @@ class Readouts(StateView):
         rows = readouts(s.summary, s.previous_summary, s.config, measured=s.trace.measured)
         with pn.io.hold():
             self.pane.object = render(rows, stale=bool(s.run_error), measured=s.trace.measured)
+            self.bar.object = bar_html(rows, stale=bool(s.run_error), measured=s.trace.measured)
             self.error.object = (
                 f'<div class="notice error" data-notice="run-error"><b>This setting cannot run.</b> '
                 f"{html.escape(s.run_error)}. The numbers below are from the last setting that could.</div>"

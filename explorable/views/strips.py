@@ -14,13 +14,17 @@ from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Range1d,
 from bokeh.plotting import figure
 
 from engine import Trace
+from explorable.views.assets import stylesheet
 from explorable.views import palette
+from explorable.views.data_tables import table_toggle
+from explorable.views.in_words import strips_in_words, words_html
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
 from explorable.state.time_grid import snap, time_quantum
 from explorable.state.view_data import derived
 from explorable.views.state_view import StateView
+from explorable.patches.text_updates import TextHTML
 
 MAX_POINTS = 2000
 KV_QUANTUM = 2.0**-10  # cache usage (0..1) in steps of 1/1,024: a 130 px strip draws 1/130
@@ -56,6 +60,11 @@ def strip_series(trace: Trace) -> tuple[dict, dict]:
             step_series(trace.pass_start, trace.pass_end, trace.kv_usage, y_quantum=KV_QUANTUM))
 
 
+def strips_words(trace: Trace) -> str:
+    """The strips in words, as the page shows them (explorable.views.in_words)."""
+    return words_html("strips", strips_in_words(trace))
+
+
 def _strip(x_range, height, y_label, show_time_axis):
     fig = figure(
         height=height, sizing_mode="stretch_width", x_range=x_range, toolbar_location=None, tools="",
@@ -87,8 +96,8 @@ class Strips(StateView):
     x_range = param.ClassSelector(class_=Range1d)
 
     def build(self) -> None:
-        self.batch_source = ColumnDataSource({"x": [], "y": []})
-        self.kv_source = ColumnDataSource({"x": [], "y": []})
+        self.batch_source = ColumnDataSource({"x": [], "y": []}, name="cb-strips-batch")  # named for the table
+        self.kv_source = ColumnDataSource({"x": [], "y": []}, name="cb-strips-kv")
 
         self.batch_range = Range1d(0, 100)
         self.batch_fig = _strip(self.x_range, 120, "batch size", False)
@@ -114,6 +123,10 @@ class Strips(StateView):
         without_unused_variants(self.batch_fig)
         without_unused_variants(self.kv_fig)
 
+        self.words = TextHTML("", css_classes=["chart-words"], sizing_mode="stretch_width", margin=(2, 10, 0, 10),
+                              stylesheets=[stylesheet()])
+        self.description = pn.Column(self.words, table_toggle("strips"), sizing_mode="stretch_width", margin=0,
+                                     css_classes=["strips-description"])  # placed by the page
         self._pane = pn.Column(
             pn.pane.Bokeh(self.batch_fig, sizing_mode="stretch_width"),
             pn.pane.Bokeh(self.kv_fig, sizing_mode="stretch_width"),
@@ -137,6 +150,7 @@ class Strips(StateView):
             batch, kv = derived("strips", trace, strip_series)
             set_data(self.batch_source, batch)
             set_data(self.kv_source, kv)
+            self.words.object = derived("strips-words", trace, strips_words)
             self.batch_range.update(start=0, end=top)
             self.cap.update(location=cap, visible=cap_in_view)
             self.cap_label.update(text=label, y=cap if cap_in_view else top, y_offset=2 if cap_in_view else -16)

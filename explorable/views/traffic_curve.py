@@ -18,6 +18,9 @@ from explorable.state import runs
 from explorable.state.runs import has_rate_curve, rate_curve, rate_curve_key
 from explorable.views.assets import stylesheet
 from explorable.views.curves import style_axes
+from explorable.views.data_tables import table_toggle
+from explorable.views.in_words import traffic_in_words, words_html
+from explorable.patches.text_updates import TextHTML
 from explorable.views.glyphs import without_unused_variants
 from explorable.views.lanes import BACKEND
 from explorable.views.sources import set_data
@@ -45,7 +48,10 @@ class TrafficCurve(StateView):
         return self._built
 
     def _build(self) -> None:
-        self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")})
+        self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")},
+                                       name="cb-traffic")  # named for the data table
+        self.words = TextHTML("", css_classes=["chart-words"], sizing_mode="stretch_width", margin=(2, 10, 0, 10),
+                              stylesheets=[stylesheet()])
         self.served_fig = self._served_figure()
         self.latency_fig = self._latency_figure()
         for fig in (self.served_fig, self.latency_fig):
@@ -60,6 +66,8 @@ class TrafficCurve(StateView):
             pn.FlexBox(pn.pane.Bokeh(self.served_fig, sizing_mode="stretch_width"),
                        pn.pane.Bokeh(self.latency_fig, sizing_mode="stretch_width"),
                        flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["traffic-curve"], margin=0),
+            self.words,
+            table_toggle("traffic"),
         ]
         self._built = True
 
@@ -117,6 +125,13 @@ class TrafficCurve(StateView):
         self.ttft_slo.location = float(self.state.slo_ttft_ms)
         self.tpot_slo.location = float(self.state.slo_tpot_ms)
         self._y_range()
+        if self._config is not None:  # a target moved: the words compare the latencies with it
+            self._words()
+
+    def _words(self) -> None:
+        cfg = self.state.config
+        rate = float(cfg.request_rate) if cfg is not None and cfg.arrival == "rate" else None
+        self.words.object = words_html("traffic", traffic_in_words(self.source.data, rate, self.state.slo_targets))
 
     def _y_range(self):
         data = self.source.data
@@ -150,6 +165,7 @@ class TrafficCurve(StateView):
             self.latency_marker.location = rate
             self.served_marker.visible = self.latency_marker.visible = cfg.arrival == "rate"
             self._slo_lines()
+            self._words()
         self._config = cfg  # only once drawn: a failed build is tried again on the next update
 
     def __panel__(self):

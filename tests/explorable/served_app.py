@@ -116,11 +116,20 @@ def readout(page, key: str):
 def full_page_screenshot(page, path: str) -> None:
     """A screenshot of the whole page with every plot drawn. The page paints a plot out of sight when it comes
     into sight or is printed (explorable.patches.paint_fix); a full-page capture is neither, so this says it prints,
-    in the page and in each of its frames (an embedded explorable), first."""
+    in the page and in each of its frames (an embedded explorable), first. The window is made as tall as the page
+    for the capture (and restored): what is laid out by the window's height (the sticky sidebar beside the charts)
+    is then drawn as in a window that tall, not resized in the middle of the capture."""
+    size = page.viewport_size
+    tall = page.evaluate("document.documentElement.scrollHeight")
+    if size and tall > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": tall})
+        page.wait_for_timeout(500)
     for frame in page.frames:
         frame.evaluate("window.dispatchEvent(new Event('beforeprint'))")
     page.wait_for_timeout(200)
     page.screenshot(path=path, full_page=True)
+    if size and tall > size["height"]:
+        page.set_viewport_size(size)
 
 
 @contextmanager

@@ -47,7 +47,8 @@ def test_a_failing_job_leaves_the_worker_serving(caplog):
 def served_page(monkeypatch):
     """A state and its curves in a document that looks served; next-tick callbacks captured, not run."""
     doc = Document()
-    doc._session_context = lambda: types.SimpleNamespace(server_context=None, id="test")
+    doc._session_context = lambda: types.SimpleNamespace(server_context=None, id="test",
+                                                        request=types.SimpleNamespace(arguments={}))
     ticks = []
     monkeypatch.setattr(doc, "add_next_tick_callback", lambda fn: ticks.append(fn))
     charged = []

@@ -27,7 +27,7 @@ class FakeServerSession:
 
 class FakeContext:
     def __init__(self):
-        self._session = FakeServerSession()
+        self.session = FakeServerSession()
 
 
 class FakeDoc:
@@ -137,7 +137,7 @@ def test_a_page_that_went_away_is_forgotten(clock):
     while send(doc, "seqs", 1, NEW, applied):
         pass
     before = len(applied)
-    doc.session_context._session.connection_count = 0
+    doc.session_context.session.connection_count = 0
     clock.now += 60
     doc.fire()
     assert len(applied) == before and not budget.session_of(doc).pending

@@ -3,9 +3,17 @@ not after Panel's 50 ms debounce (explorable.patches.prompt_changes)."""
 from __future__ import annotations
 
 import panel as pn
+import pytest
 
+from explorable import patches
 from explorable.page.layout import build_app
 from explorable.patches.prompt_changes import COMMITTED
+
+
+@pytest.fixture(autouse=True)
+def installed_patches():
+    """What configure() does in a served process (idempotent): these tests read what the patches give widgets."""
+    patches.install()
 
 
 def test_every_committing_widget_of_the_page_answers_at_once():

@@ -143,7 +143,7 @@ def test_the_locked_down_server_serves_pages_and_says_once_where_numba_caches(se
     _, tmp = tree
     notes = [line for line in server.log if "numba: no writable cache place" in line]
     assert len(notes) == 1 and str(tmp) in notes[0], "\n".join(server.log[-20:])
-    assert server.get("/liveness?endpoint=/app")[0] == 200
+    assert server.get("/health?endpoint=/app")[0] == 200
     status, page = server.get("/app")
     assert status == 200 and TOKEN.search(page)
     assert "no locator available" not in log_text(server)
@@ -176,9 +176,9 @@ def test_with_no_writable_place_at_all_numba_compiles_without_a_cache(tree):
 
 
 def test_a_page_that_cannot_be_built_fails_the_deep_health_check(server):
-    assert server.get("/liveness?endpoint=/broken")[0] == 500
-    assert server.get("/liveness?endpoint=/app")[0] == 200
-    assert server.get("/liveness")[0] == 200
+    assert server.get("/health?endpoint=/broken")[0] == 500
+    assert server.get("/health?endpoint=/app")[0] == 200
+    assert server.get("/health")[0] == 200
 
 
 # -- signed session ids ---------------------------------------------------------------------------------------

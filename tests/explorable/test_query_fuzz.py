@@ -313,7 +313,7 @@ def test_param_takes_true_as_the_number_1_and_the_engine_then_refuses_it(control
 @pytest.mark.parametrize("search, seqs", [("?max_num_seqs=64?utm_source=lms", 64), ("??", 256),
                                           ("?utm_source=lms?max_num_seqs=32", 32)])
 def test_a_second_question_mark_is_read_as_an_ampersand_with_a_notice(search, seqs):
-    from explorable.page.links import SECOND_QUESTION_MARK_NOTICE
+    from explorable.page.url import SECOND_QUESTION_MARK_NOTICE
 
     state = served_link(search)
     assert_valid_and_runnable(state)
@@ -332,7 +332,7 @@ def test_a_link_value_between_steps_is_snapped_with_a_notice():
 @given(st.text(alphabet="?#&=/:%abc019[]", max_size=40), st.sampled_from([None, "localhost:5006", "[::1]:5006",
                                                                          "a:b:c", "example.edu"]))
 def test_panel_reads_any_request_uri_without_raising(uri, host):
-    from explorable.page.links import tolerant_location_params
+    from explorable.patches.odd_links import tolerant_location_params
 
     params = tolerant_location_params("http", host, "/app" + uri)
     assert params.get("pathname", "/app").startswith("/app")

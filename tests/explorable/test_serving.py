@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 # The README's "Serving to a class" flags (benchmarks/load_test.py measures the same set).
-RECOMMENDED = ["--warm", "--liveness", "--check-unused-sessions", "10000", "--unused-session-lifetime", "70000"]
+RECOMMENDED = ["--warm", "--plugins", "explorable.server.health", "--check-unused-sessions", "10000", "--unused-session-lifetime", "70000"]
 START_TIMEOUT_S = 90
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
 TOKEN = re.compile(r'"token"\s*:\s*"([A-Za-z0-9_\-.=]+)"')
@@ -127,12 +127,12 @@ def wait_for(session, predicate, timeout: float = 15.0) -> bool:
 
 
 # -- tests ---------------------------------------------------------------------------------------------
-def test_the_liveness_endpoint_answers_200(server):
-    status, body = server.get("/liveness")
-    assert status == 200 and json.loads(body) == {"/liveness": True}
-    status, body = server.get("/liveness?endpoint=/app")  # deep check: builds (and drops) one page
+def test_the_health_route_answers_200(server):
+    status, body = server.get("/health")
+    assert status == 200 and json.loads(body) == {"/health": True}
+    status, body = server.get("/health?endpoint=/app")  # deep check: builds (and drops) one page
     assert status == 200 and json.loads(body) == {"/app": True}
-    assert server.get("/liveness?endpoint=/nope")[0] == 400
+    assert server.get("/health?endpoint=/nope")[0] == 400
 
 
 def test_a_garbage_link_opens_the_page_with_a_notice_and_no_traceback(server):
@@ -188,7 +188,7 @@ def test_ten_sessions_opened_and_closed_leave_the_server_serving(server):
     for session in sessions:
         session.close()
     assert server.proc.poll() is None
-    assert server.get("/liveness")[0] == 200
+    assert server.get("/health")[0] == 200
     session, _ = attach(server)  # and a new reader still gets a working page
     try:
         readouts = by_class(session.document, "run-readouts")  # the run's (not the latency readouts)
@@ -256,7 +256,7 @@ def test_crafted_messages_are_refused_and_the_page_keeps_working(server):
         return response
 
     assert asyncio.run(scenario()) < 30
-    assert server.proc.poll() is None and server.get("/liveness")[0] == 200
+    assert server.proc.poll() is None and server.get("/health")[0] == 200
 
 
 def test_the_websocket_refuses_an_origin_that_is_not_allowed(server):

@@ -50,13 +50,9 @@ def build_site(out: Path, grid=SMALL_GRID) -> None:
 
 
 @pytest.fixture(scope="module")
-def site_dir(tmp_path_factory) -> Path:
-    """A small export, or with CB_STATIC_SITE=DIR an export already built (the full default grid, say)."""
-    if os.environ.get("CB_STATIC_SITE"):
-        return Path(os.environ["CB_STATIC_SITE"])
-    out = tmp_path_factory.mktemp("static-site")
-    build_site(out)
-    return out
+def site_dir(static_build) -> Path:
+    """The run's small export (tests/explorable/conftest.py), or with CB_STATIC_SITE=DIR an export already built."""
+    return static_build.out
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ def test_traffic_controls_readouts_steps_and_curve(server, browser):
     sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=6 * TIMEOUT_MS)  # the first page may prepare
     # All at once (the article's experiment): no latency readouts.
     assert not page.locator(".traffic-readouts").is_visible()
+    page.locator(".guide-tabs button").filter(has_text="Under traffic").click()  # one guide at a time
     page.locator(".traffic-step-button button").filter(has_text="Past the knee").click()
     sync_api.expect(page.locator(".traffic-step-text")).to_have_attribute("data-step", "2")
     sync_api.expect(readout(page, "ttft_ms_p99")).to_be_visible()
