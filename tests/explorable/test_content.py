@@ -159,3 +159,18 @@ def test_the_gpu_memory_widgets_follow_a_step_without_writing_back():
     assert not controls.pool_note.visible
     switch.value = "set"  # and back: the slider's last value
     assert state.gpu_memory_utilization == 0.23
+
+
+def test_a_page_without_the_memory_guide_names_it_where_it_would_be():
+    from explorable.page.layout import ExplorableApp
+    from explorable.views.guide import GUIDES
+
+    def said(app) -> list[str]:
+        return [p.object for p in pn.panel(app).select(pn.pane.HTML) if "data-absent=" in str(p.object)]
+
+    memory = next(spec for spec in GUIDES if spec.key == "memory_guide")
+    served = ExplorableApp(state=ExplorableState())
+    assert memory in served.guide_specs() and said(served) == []
+    static = ExplorableApp(state=ExplorableState(), traffic=False, prefix=False, memory=False)  # as the static build
+    assert memory not in static.guide_specs() and "memory_guide" not in static.views
+    assert said(static) == [f'<p class="guide-absent muted" data-absent="memory_guide">{memory.absent}</p>']
