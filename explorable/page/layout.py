@@ -16,7 +16,7 @@ from explorable.patches import aria_names
 from explorable.page import startup, url
 from explorable.views import projector
 from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
-from explorable.views.controls import Controls
+from explorable.views.controls import OPTIONAL_SLIDERS, Controls
 from explorable.views.curves import Curves
 from explorable.views.data_tables import tables_script
 from explorable.views.guide import GUIDES, Guide, GuideSpec
@@ -83,6 +83,8 @@ def group_names(guides: list[GuideSpec]) -> dict[str, str]:
         label = ExplorableState.param[name].label
         names[f"ctl-{name}"] = label
         names[f"stop-{name}"] = f"{label}: quick stops"
+        if name in OPTIONAL_SLIDERS:  # its switch: the slider's number, or what stands in for it
+            names[f"ctl-{name}-from"] = f"KV cache pool from: {OPTIONAL_SLIDERS[name]} or {label}"
     names.update({f"{spec.css}-row": f"steps: {spec.label.lower()}" for spec in guides})
     names["guide-tabs"] = "guides"
     return names

@@ -37,12 +37,13 @@ class OptionalSlider:
         p = state.param[spec.name]
         self.switch = pn.widgets.RadioButtonGroup(
             options={unset_label: "unset", p.label: "set"}, value=self._mode(), css_classes=[f"ctl-{spec.name}-from"],
-            sizing_mode="stretch_width", margin=(4, 12), color="primary", variant="outline")
+            sizing_mode="stretch_width", margin=(4, 12), color="primary", variant="outline",
+            stylesheets=[stylesheet()])  # the page's sheet: its focus ring, among others
         value = getattr(state, spec.name)
         self.slider = pn.widgets.FloatSlider(
             label=p.label, start=p.bounds[0], end=p.bounds[1], step=p.step, value=start_value if value is None else value,
             format=spec.number_format or "0.00", css_classes=[f"ctl-{spec.name}"], tags=[{"control": spec.name}],
-            sizing_mode="stretch_width", margin=(4, 12, 0, 12))
+            sizing_mode="stretch_width", margin=(4, 12, 0, 12), stylesheets=[stylesheet()])
         self._following = False  # while the widgets follow the state, their watchers must not write it back
         self.switch.param.watch(answer_reader(self._switched), "value")
         self.slider.param.watch(answer_reader(self._moved), "value_throttled")
