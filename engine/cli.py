@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.diagnose import LogError, diagnose, parse_log
-from engine.logs import periodic_log_line, startup_log_line
+from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, startup_log_line
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
@@ -123,6 +123,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("finished requests", f"{summary['finished_requests']}"),
         ("GPU KV cache size", f"{summary['kv_cache_tokens']:,} tokens"),
         ("maximum concurrency", f"{summary['max_concurrency']:.2f}x"),
+    ]
+    if summary.get("num_gpus", 1) > 1:
+        rows.append(("output tokens/s per GPU", f"{summary['throughput_per_gpu_tok_s']:,.0f} "
+                                                f"(of {summary['num_gpus']} GPUs)"))
+    if summary.get("refused_requests"):
+        rows.append(("refused requests", f"{summary['refused_requests']:,} (longer than --max-model-len "
+                                         f"{summary['max_model_len']:,})"))
+    rows += [
         ("trace digest", summary["trace_digest"]),
     ]
     width = max(len(k) for k, _ in rows)
@@ -148,12 +156,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print()
         print(format_summary(summary))
         print()
-        print(startup_log_line(cfg))
+        for line in [*memory_log_lines(cfg), *refusal_log_lines(cfg), startup_log_line(cfg)]:
+            print(line)
         print(periodic_log_line(trace, min(10.0, trace.makespan_s)))
     return 0
 
 
 _SWEEPABLE = [name for name in SETTINGS if name != "workload"]
+_MEMORY_SETTINGS = ("pool_gib", "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "max_model_len",
+                    "num_gpu_blocks_override")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -185,10 +196,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         cols = [name, "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens",
                 "live_cache_fraction"]
         heads = [name, "tok/s", "peak", "mean", "preempt", "prompt recomputed", "held live"]
+        if name in _MEMORY_SETTINGS:  # what the fix changes: the pool, and with TP the GPUs it costs
+            cols += ["kv_cache_tokens", "max_concurrency", "throughput_per_gpu_tok_s"]
+            heads += ["KV cache tokens", "max concurrency", "tok/s per GPU"]
 
     def cell(col: str, row: dict) -> str:
         v = row[col]
-        if col in ("throughput_tok_s",):
+        if col in ("throughput_tok_s", "throughput_per_gpu_tok_s"):
             return f"{v:,.0f}"
         if col in ("mean_batch",):
             return f"{v:.1f}"

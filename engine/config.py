@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec, largest_vllm_pool_gib
+from engine import memory
+from engine.presets import DEFAULT_GPU, DEFAULT_MODEL, GPUS, MODELS, GPUSpec, ModelSpec
 from engine.settings import ALLOCATIONS, BLOCK_SIZES, SETTINGS, UNITS, ConfigError  # noqa: F401  (re-exported)
 from engine.quantile_workload import two_number_workload
 from engine.traffic import gamma_arrivals, parse_goodput
@@ -54,6 +55,11 @@ class RunConfig:
     output_p99: int | None = None
     prompt_p50: int | None = None
     prompt_p99: int | None = None
+    # The course's fixes for the memory wall (besides max_model_len): size the pool as vLLM does from the GPU's
+    # memory (None: pool_gib says it), quantize the cache, shard the model (engine/memory.py, cost_model.py).
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -81,11 +87,46 @@ class RunConfig:
         return min(self.model_spec.max_model_len, self.usable_blocks * self.block_size)
 
     @property
+    def kv_dtype_bytes(self) -> int:
+        """Bytes of one cached key or value element: the model's dtype, or 1 for any fp8 --kv-cache-dtype."""
+        return self.model_spec.dtype_bytes if self.kv_cache_dtype == "auto" else 1
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes one token takes on one GPU: its share of the KV heads, every layer, at the cache's dtype."""
+        return memory.page_size_bytes(self.model_spec, 1, self.kv_dtype_bytes, self.tensor_parallel_size) * \
+            self.model_spec.num_layers
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size
+
+    @property
+    def memory_profile(self) -> memory.MemoryProfile:
+        """vLLM's start-up memory profile of one GPU, at --gpu-memory-utilization (vLLM's default if unset)."""
+        return memory.profile_for(self)
+
+    @property
+    def pool_source(self) -> str:
+        """What sized the pool: "override", "utilization" or "pool_gib"."""
+        if self.num_gpu_blocks_override is not None:
+            return "override"
+        return "pool_gib" if self.gpu_memory_utilization is None else "utilization"
+
+    @property
     def num_gpu_blocks(self) -> int:
-        """vLLM's count: includes the reserved null block 0."""
+        """vLLM's count: includes the reserved null block 0. Every GPU of a tensor-parallel group holds this
+        many blocks of its own KV heads, so one block still holds block_size tokens."""
         if self.num_gpu_blocks_override is not None:
             return self.num_gpu_blocks_override
-        return int(self.pool_gib * GIB) // (self.block_size * self.model_spec.kv_bytes_per_token)
+        if self.gpu_memory_utilization is not None:
+            return self.memory_profile.num_gpu_blocks
+        return int(self.pool_gib * GIB) // (self.block_size * self.kv_bytes_per_token)
+
+    @property
+    def kv_cache_gib(self) -> float:
+        """The pool's memory on each GPU (GiB)."""
+        return self.num_gpu_blocks * self.block_size * self.kv_bytes_per_token / GIB
 
     @property
     def usable_blocks(self) -> int:
@@ -156,11 +197,27 @@ def _validate(cfg: RunConfig) -> None:
     if cfg.prompt_p50 is not None and cfg.output_p50 is None:
         raise ConfigError("prompt_p50 and prompt_p99 shape the two-number workload: give output_p50 and output_p99 "
                           "too")
+    _validate_parallelism(cfg)
+    if cfg.pool_source == "utilization" and (refusal := memory.startup_memory_error(cfg.memory_profile)):
+        raise ConfigError(f"gpu_memory_utilization {cfg.gpu_memory_utilization:g} on an {cfg.gpu}: {refusal}")
     if cfg.num_gpu_blocks < 2:
+        sized = (f"gpu_memory_utilization {cfg.gpu_memory_utilization:g} leaves"
+                 if cfg.pool_source == "utilization" else f"pool_gib {cfg.pool_gib:g} holds")
         raise ConfigError(
-            f"pool_gib {cfg.pool_gib:g} holds {cfg.num_gpu_blocks} KV blocks of {cfg.block_size} tokens for "
+            f"{sized} {cfg.num_gpu_blocks} KV blocks of {cfg.block_size} tokens for "
             f"{cfg.model}; at least 2 are needed (block 0 is vLLM's null block)"
         )
+
+
+def _validate_parallelism(cfg: RunConfig) -> None:
+    """--tensor-parallel-size within one node and the model's heads (vLLM's ModelConfig.verify_with_parallel_config
+    wants the query heads divisible; we also keep whole KV heads on every GPU, not replicas)."""
+    tp, spec, gpu = cfg.tensor_parallel_size, cfg.model_spec, cfg.gpu_spec
+    if tp > gpu.gpus_per_node:
+        raise ConfigError(f"tensor_parallel_size {tp} is more than the {gpu.gpus_per_node} GPUs of one {cfg.gpu} node")
+    if tp > spec.num_kv_heads or spec.num_q_heads % tp or spec.num_kv_heads % tp:
+        raise ConfigError(f"tensor_parallel_size {tp} does not divide {cfg.model}'s {spec.num_kv_heads} KV heads "
+                          f"({spec.num_q_heads} query heads); it must be at most {spec.num_kv_heads}")
 
 
 def declared_max_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
@@ -168,37 +225,84 @@ def declared_max_tokens(cfg: RunConfig, workload: Workload) -> np.ndarray:
     return np.ceil(cfg.declared_multiple * workload.output_len - 1e-9).astype(np.int64)
 
 
+def refused_requests(cfg: RunConfig, workload: Workload) -> np.ndarray:
+    """Ids of the requests vLLM refuses: prompt + max_tokens beyond --max-model-len.
+
+    vLLM's OpenAI server checks each request as it comes (OpenAIServing._validate_input,
+    vllm/entrypoints/openai/serving_engine.py, v0.11) and answers HTTP 400 with `refusal_message`; the
+    request never reaches the scheduler. Clients here send max_tokens = what they generate, as `vllm bench
+    serve` does (it sets max_tokens to each request's output length).
+    """
+    return np.flatnonzero(workload.prompt_len + workload.output_len > cfg.effective_max_model_len)
+
+
+def refusal_message(cfg: RunConfig, workload: Workload, request: int) -> str:
+    """vLLM's error for refused request `request` (its 400 response's message, v0.11 wording)."""
+    prompt, output = int(workload.prompt_len[request]), int(workload.output_len[request])
+    return (f"This model's maximum context length is {cfg.effective_max_model_len} tokens. However, you requested "
+            f"{prompt + output} tokens ({prompt} in the messages, {output} in the completion). Please reduce the "
+            "length of the messages or completion.")
+
+
+def served_requests(cfg: RunConfig, workload: Workload) -> tuple[Workload, np.ndarray, int]:
+    """The workload the scheduler sees, its arrival times, and how many requests vLLM refused.
+
+    Refused requests still arrive (the others keep their times) but never join the queue; the rest are
+    renumbered in order. With nothing refused the workload is returned as it is.
+    """
+    arrivals = cfg.arrival_times(workload)
+    refused = refused_requests(cfg, workload)
+    if refused.size == 0:
+        return workload, arrivals, 0
+    if refused.size == workload.num_requests:
+        raise ConfigError(f"every request is refused: {refusal_message(cfg, workload, int(refused[0]))}")
+    keep = np.ones(workload.num_requests, dtype=bool)
+    keep[refused] = False
+
+    def subset(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else read_only(np.ascontiguousarray(a[keep]))
+
+    # Per-request arrays lose the refused rows; the prefix tree (per group) is kept whole.
+    served = Workload(subset(workload.prompt_len), subset(workload.output_len), subset(workload.arrival_s),
+                      subset(workload.prefix_group), subset(workload.prefix_len), workload.group_parent,
+                      workload.group_start)
+    return served, (subset(arrivals) if arrivals.size else arrivals), int(refused.size)
+
+
 def check_servable(cfg: RunConfig, workload: Workload) -> None:
-    """Refuse up front a pool that cannot hold the largest request alone (vLLM would hang, not fail)."""
-    max_len = cfg.effective_max_model_len
-    lengths = workload.prompt_len + workload.output_len
+    """Refuse up front a pool that cannot hold the largest request it serves alone (vLLM would hang, not fail),
+    or a workload of nothing but refused requests."""
+    served, _, _ = served_requests(cfg, workload)
+    lengths = served.prompt_len + served.output_len
     longest = int(lengths.max(initial=0))
-    if longest > max_len:
-        i = int(np.argmax(lengths))
-        raise ConfigError(
-            f"request {i} needs {longest:,} tokens (prompt + output), more than max_model_len {max_len:,}"
-        )
     bs = cfg.block_size
-    kv = cfg.model_spec.kv_bytes_per_token
+    kv = cfg.kv_bytes_per_token
     # (blocks grow with tokens: the most blocks any request needs is the blocks of the most tokens)
     if cfg.allocation == "reserve":
-        declared = declared_max_tokens(cfg, workload)
-        need_blocks = cfg.blocks_for(int((workload.prompt_len + declared).max(initial=0)))
+        declared = declared_max_tokens(cfg, served)
+        need_blocks = cfg.blocks_for(int((served.prompt_len + declared).max(initial=0)))
         what = "reserve prompt + declared max_tokens for its largest request"
     else:
         # The last sampled token is never fed back, so a request peaks at prompt + output - 1 tokens of KV.
         need_blocks = cfg.blocks_for(max(longest - 1, 0))
         what = "hold its largest request"
     if need_blocks > cfg.usable_blocks:
-        if cfg.num_gpu_blocks_override is not None:
-            fix = f"num_gpu_blocks_override must be at least {need_blocks + 1:,}"
-        else:
-            min_gib = (need_blocks + 1) * bs * kv / GIB
-            fix = f"pool_gib must be at least {math.ceil(min_gib * 100) / 100:.2f}"
         raise ConfigError(
             f"the KV cache pool ({cfg.usable_blocks:,} usable blocks of {bs} tokens) is too small to {what} "
-            f"({need_blocks:,} blocks); {fix}"
+            f"({need_blocks:,} blocks); {_pool_fix(cfg, need_blocks + 1, bs * kv)}"
         )
+
+
+def _pool_fix(cfg: RunConfig, blocks: int, block_bytes: int) -> str:
+    """What to set for a pool of at least `blocks` blocks, in the terms of whatever sized this one."""
+    if cfg.pool_source == "override":
+        return f"num_gpu_blocks_override must be at least {blocks:,}"
+    if cfg.pool_source == "utilization":
+        profile = cfg.memory_profile
+        needed = (blocks * block_bytes + profile.requested_memory - profile.available_kv_cache_memory) / \
+            profile.total_memory
+        return f"gpu_memory_utilization must be at least {math.ceil(needed * 100) / 100:.2f}"
+    return f"pool_gib must be at least {math.ceil(blocks * block_bytes / GIB * 100) / 100:.2f}"
 
 
 def pool_beyond_gpu(cfg: RunConfig) -> str | None:
@@ -206,12 +310,21 @@ def pool_beyond_gpu(cfg: RunConfig) -> str | None:
 
     Not an error: the course's sweeps go past what a real GPU holds to show where throughput stops growing.
     """
-    pool = cfg.num_gpu_blocks * cfg.block_size * cfg.model_spec.kv_bytes_per_token / GIB
-    largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
+    if cfg.pool_source == "utilization":  # sized from the GPU's memory: it fits by construction
+        return None
+    pool = cfg.kv_cache_gib
+    largest = largest_pool_gib(cfg)
     if round(pool, 1) <= round(largest, 1):  # the largest is an estimate: within its shown precision it fits
         return None
+    weights = cfg.model_spec.weight_bytes / cfg.tensor_parallel_size / GIB
+    each = " per GPU" if cfg.tensor_parallel_size > 1 else ""
     return (
-        f"a {pool:,.1f} GiB KV cache pool does not fit beside {cfg.model}'s {cfg.model_spec.weight_bytes / GIB:.1f} GiB "
-        f"of weights on an {cfg.gpu} ({cfg.gpu_spec.memory_gib:g} GiB): vLLM would get at most about {largest:.1f} GiB "
-        "there; simulated anyway"
+        f"a {pool:,.1f} GiB KV cache pool{each} does not fit beside {cfg.model}'s {weights:.1f} GiB of weights{each} "
+        f"on an {cfg.gpu} ({cfg.gpu_spec.memory_gib:g} GiB): vLLM would get at most about {largest:.1f} GiB there; "
+        "simulated anyway"
     )
+
+
+def largest_pool_gib(cfg: RunConfig) -> float:
+    """The KV cache (GiB per GPU) vLLM's default --gpu-memory-utilization leaves with this run's other settings."""
+    return max(memory.profile_for(cfg, memory.GPU_MEMORY_UTILIZATION).available_kv_cache_memory, 0) / GIB

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.config import RunConfig
+from engine.config import RunConfig, refusal_message, refused_requests
 from engine.trace import Event, Trace, max_concurrency
 
 LOG_STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL default
@@ -22,6 +22,30 @@ def startup_log_line(cfg: RunConfig) -> str:
     )
 
 
+def memory_log_lines(cfg: RunConfig) -> list[str]:
+    """What vLLM logs while sizing the cache from --gpu-memory-utilization (gpu_worker.py, v0.11), or nothing
+    when the pool was given directly."""
+    if cfg.pool_source != "utilization":
+        return []
+    p = cfg.memory_profile
+    gib = 2**30
+    return [f"INFO [gpu_worker.py] Available KV cache memory: {p.available_kv_cache_memory / gib:.2f} GiB"
+            + (f" (each of {cfg.tensor_parallel_size} workers)" if cfg.tensor_parallel_size > 1 else "")]
+
+
+def refusal_log_lines(cfg: RunConfig) -> list[str]:
+    """The error the first refused request got, and a count of the others (empty when none was refused)."""
+    workload = cfg.build_workload()
+    refused = refused_requests(cfg, workload)
+    if refused.size == 0:
+        return []
+    lines = [f"ERROR [serving_completion.py] {refusal_message(cfg, workload, int(refused[0]))}"]
+    if refused.size > 1:
+        lines.append(f"# {refused.size:,} requests refused like this (HTTP 400), longer than --max-model-len "
+                     f"{cfg.effective_max_model_len:,}; the scheduler never saw them")
+    return lines
+
+
 def startup_error(cfg: RunConfig) -> str | None:
     """vLLM's start-up refusal when one request of max_model_len cannot fit the pool, else None.
 
@@ -30,7 +54,7 @@ def startup_error(cfg: RunConfig) -> str | None:
     length = cfg.served_max_model_len
     if cfg.blocks_for(length) <= cfg.usable_blocks:
         return None
-    kv = cfg.model_spec.kv_bytes_per_token
+    kv = cfg.kv_bytes_per_token
     needed = cfg.blocks_for(length) * cfg.block_size * kv / 2**30
     available = cfg.usable_blocks * cfg.block_size * kv / 2**30
     estimate = cfg.usable_blocks * cfg.block_size
@@ -52,6 +76,7 @@ def serve_command(cfg: RunConfig) -> str:
         parts.append(f"--num-gpu-blocks-override {cfg.num_gpu_blocks_override}")
     if cfg.block_size != 16:
         parts.append(f"--block-size {cfg.block_size}")
+    parts += _memory_flags(cfg)
     if not cfg.enable_prefix_caching:  # vLLM V1 caches by default: these figures are for a server that does not
         parts.append("--no-enable-prefix-caching")
     return "$ " + " ".join(parts)
@@ -78,6 +103,40 @@ def serve_command_notes(cfg: RunConfig) -> list[str]:
                      f"{cfg.block_size}-token blocks (block 0 included) instead of sized from GPU memory")
     if cfg.block_size != 16:
         notes.append(f"# --block-size {cfg.block_size}: tokens per KV cache block (vLLM's default is 16)")
+    return notes + _memory_notes(cfg)
+
+
+def _memory_flags(cfg: RunConfig) -> list[str]:
+    """The memory-wall fixes' flags, as vLLM spells them (each only when it is not vLLM's default)."""
+    flags = []
+    if cfg.gpu_memory_utilization is not None:
+        flags.append(f"--gpu-memory-utilization {cfg.gpu_memory_utilization:g}")
+    if cfg.kv_cache_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {cfg.kv_cache_dtype}")
+    if cfg.tensor_parallel_size > 1:
+        flags.append(f"--tensor-parallel-size {cfg.tensor_parallel_size}")
+    return flags
+
+
+def _memory_notes(cfg: RunConfig) -> list[str]:
+    notes = []
+    if cfg.gpu_memory_utilization is not None:
+        p = cfg.memory_profile
+        gib = 2**30
+        notes.append(
+            f"# --gpu-memory-utilization {cfg.gpu_memory_utilization:g}: of {p.total_memory / gib:.2f} GiB per GPU "
+            f"vLLM may use {p.requested_memory / gib:.2f}; less {p.weights_memory / gib:.2f} GiB of weights, "
+            f"{p.activation_peak / gib:.2f} GiB activation peak at {cfg.max_num_batched_tokens:,} tokens and "
+            f"{p.non_torch_memory / gib:.2f} GiB outside PyTorch leaves {p.available_kv_cache_memory / gib:.2f} GiB "
+            f"= {p.num_gpu_blocks:,} blocks ({p.source}; CUDA graphs, about {p.cuda_graph_memory / gib:.1f} GiB, "
+            "come out of the rest)")
+    if cfg.kv_cache_dtype != "auto":
+        notes.append(f"# --kv-cache-dtype {cfg.kv_cache_dtype}: one byte per cached key or value, twice the tokens "
+                     "in the same memory; a small accuracy cost (per-tensor scales), check your evals")
+    if cfg.tensor_parallel_size > 1:
+        notes.append(f"# --tensor-parallel-size {cfg.tensor_parallel_size}: every layer split over "
+                     f"{cfg.tensor_parallel_size} GPUs, each holding 1/{cfg.tensor_parallel_size} of the weights and "
+                     "KV heads; two all-reduces per layer over NVLink")
     return notes
 
 

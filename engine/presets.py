@@ -70,6 +70,25 @@ class GPUSpec:
     pass_overhead_s: float  # fixed cost per forward pass: launches, scheduling, sampling
     provenance: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    # What cudaMemGetInfo reports as the board's total (vLLM's MemorySnapshot.total_memory), in GiB; 0 means
+    # not known: memory_gib less the share an H100 80GB reports missing (see total_memory_bytes).
+    total_memory_gib: float = 0.0
+    # GPU-to-GPU link for tensor parallelism: bytes/s one way per GPU, and how many GPUs one such link
+    # domain joins (beyond it, traffic crosses PCIe). Node size bounds --tensor-parallel-size.
+    nvlink_bandwidth: float = 0.0
+    nvlink_gpus: int = 8
+    gpus_per_node: int = 8
+
+    @property
+    def total_memory_bytes(self) -> int:
+        gib = self.total_memory_gib or self.memory_gib * _REPORTED_SHARE
+        return int(round(gib * 2**30))
+
+    def link_bandwidth(self, tensor_parallel_size: int) -> float:
+        """One-way bytes/s each GPU of a tensor-parallel group of this size sends at (NVLink or PCIe)."""
+        if tensor_parallel_size <= self.nvlink_gpus and self.nvlink_bandwidth > 0:
+            return self.nvlink_bandwidth
+        return PCIE_GEN5_X16_BANDWIDTH
 
 
 # Hugging Face config.json of each model. The article's models carry their published parameter count
@@ -97,6 +116,18 @@ MODELS: dict[str, ModelSpec] = {
     ),
 }
 
+# PyTorch's out-of-memory message quotes cudaMemGetInfo's total: "GPU 0 has a total capacity of 79.11 GiB" on
+# an H100 80GB HBM3 (vllm-project/vllm issue #27508), "139.80 GiB" on an H200. Boards without such a figure
+# are assumed to report the H100's share of their nominal size.
+_H100_REPORTED_GIB = 79.11
+_H200_REPORTED_GIB = 139.80
+_REPORTED_SHARE = _H100_REPORTED_GIB / 80
+# One-way bandwidths (the datasheets quote both directions together): NVLink 4 on HGX H100/H200 boards,
+# 900 GB/s; the NVLink bridge of PCIe/NVL cards, 600 GB/s (H100) or 900 GB/s (H200 NVL); NVLink 3 on A100
+# SXM, 600 GB/s; PCIe Gen5 x16, 128 GB/s.
+_NVLINK4 = 450e9
+PCIE_GEN5_X16_BANDWIDTH = 64e9
+
 # H100 SXM's effective constants are fitted to the article's throughput table (tests/engine/test_calibration.py):
 # only the batch-1 pass floor (~6.2 ms = overhead + 15.26 GiB / bandwidth) is tightly determined.
 _H100_BW_EFFICIENCY = 3.2e12 / 3.35e12
@@ -104,13 +135,14 @@ _H100_FLOP_EFFICIENCY = 650e12 / 989e12
 _OVERHEAD_S = 1.1e-3
 
 
-def _assumed(name: str, memory_gib: float, bandwidth: float, flops: float, source: str) -> GPUSpec:
+def _assumed(name: str, memory_gib: float, bandwidth: float, flops: float, source: str, **links) -> GPUSpec:
     """A GPU priced with the fitted H100 SXM's efficiencies until a live calibration replaces them."""
     return GPUSpec(
         name=name, memory_gib=memory_gib, datasheet_bandwidth=bandwidth, datasheet_flops=flops,
         effective_bandwidth=bandwidth * _H100_BW_EFFICIENCY, effective_flops=flops * _H100_FLOP_EFFICIENCY,
         pass_overhead_s=_OVERHEAD_S,
         provenance=f"{source}; efficiencies assumed equal to the fitted H100 SXM's",
+        **links,
     )
 
 
@@ -119,25 +151,32 @@ GPUS: dict[str, GPUSpec] = {
     "H100 SXM": GPUSpec(
         name="H100 SXM", memory_gib=80, datasheet_bandwidth=3.35e12, datasheet_flops=989e12,
         effective_bandwidth=3.2e12, effective_flops=650e12, pass_overhead_s=_OVERHEAD_S,
-        provenance="NVIDIA H100 SXM datasheet (3.35 TB/s HBM3, 989 TFLOP/s dense bf16); effective figures "
-        "fitted to the course article's measured table",
+        provenance="NVIDIA H100 SXM datasheet (3.35 TB/s HBM3, 989 TFLOP/s dense bf16, NVLink 900 GB/s); "
+        "effective figures fitted to the course article's measured table",
+        total_memory_gib=_H100_REPORTED_GIB, nvlink_bandwidth=_NVLINK4,
     ),
     # NVIDIA H100 Tensor Core GPU datasheet (per-GPU columns): PCIe 80 GB HBM2e at 2 TB/s, 1,513 bf16 TFLOP/s
     # with sparsity (350 W).
     "H100 PCIe": _assumed("H100 PCIe", 80, 2.0e12, 756e12,
-                          "NVIDIA H100 PCIe datasheet (2.0 TB/s HBM2e, 756 TFLOP/s dense bf16)"),
+                          "NVIDIA H100 PCIe datasheet (2.0 TB/s HBM2e, 756 TFLOP/s dense bf16, NVLink bridge 600 GB/s "
+                          "joining pairs)", nvlink_bandwidth=300e9, nvlink_gpus=2),
     # Same datasheet: NVL 94 GB HBM3 at 3.9 TB/s, 1,671 bf16 TFLOP/s with sparsity (400 W; the first edition
     # quoted a bridged pair, 188 GB and 7.8 TB/s).
     "H100 NVL": _assumed("H100 NVL", 94, 3.9e12, 835e12,
-                         "NVIDIA H100 NVL datasheet (3.9 TB/s HBM3, 835 TFLOP/s dense bf16)"),
+                         "NVIDIA H100 NVL datasheet (3.9 TB/s HBM3, 835 TFLOP/s dense bf16, NVLink bridge 600 GB/s "
+                         "joining pairs)", nvlink_bandwidth=300e9, nvlink_gpus=2),
     # NVIDIA H200 datasheet: SXM 141 GB HBM3e at 4.8 TB/s, 1,979 bf16 TFLOP/s with sparsity (H100 SXM's compute).
     "H200": _assumed("H200", 141, 4.8e12, 989e12,
-                     "NVIDIA H200 SXM datasheet (4.8 TB/s HBM3e, same SM90 compute as H100 SXM)"),
+                     "NVIDIA H200 SXM datasheet (4.8 TB/s HBM3e, same SM90 compute as H100 SXM, NVLink 900 GB/s)",
+                     total_memory_gib=_H200_REPORTED_GIB, nvlink_bandwidth=_NVLINK4),
     # Same datasheet: H200 NVL 141 GB at 4.8 TB/s, 1,671 bf16 TFLOP/s with sparsity (a lower power limit).
     "H200 NVL": _assumed("H200 NVL", 141, 4.8e12, 835e12,
-                         "NVIDIA H200 NVL datasheet (4.8 TB/s HBM3e, 835 TFLOP/s dense bf16)"),
+                         "NVIDIA H200 NVL datasheet (4.8 TB/s HBM3e, 835 TFLOP/s dense bf16, 2- or 4-way NVLink "
+                         "bridge 900 GB/s)", total_memory_gib=_H200_REPORTED_GIB, nvlink_bandwidth=_NVLINK4,
+                         nvlink_gpus=4),
     "A100 80GB": _assumed("A100 80GB", 80, 2.039e12, 312e12,
-                          "NVIDIA A100 80GB SXM datasheet (2,039 GB/s HBM2e, 312 TFLOP/s dense bf16)"),
+                          "NVIDIA A100 80GB SXM datasheet (2,039 GB/s HBM2e, 312 TFLOP/s dense bf16, NVLink 600 GB/s)",
+                          nvlink_bandwidth=300e9),
 }
 
 # What torch.cuda.get_device_name() reports, most specific first, to the preset with that datasheet
@@ -163,18 +202,29 @@ def gpu_preset_for_device(device_name: str) -> GPUSpec | None:
 DEFAULT_MODEL = "Qwen3-8B"
 DEFAULT_GPU = "H100 SXM"
 
-# How vLLM sizes its KV cache (vllm/v1/worker/gpu_worker.py, determine_available_memory): it may use
-# gpu_memory_utilization x the GPU's memory (0.9, v0.11's default; v0.33 uses 0.92), minus the weights, minus
-# what its start-up profile measures besides them. That last part is our assumption: 3 GiB for an 8B model at
-# 8,192 batched tokens (activation peak, sampler, non-torch allocations and CUDA graphs), which leaves the ~54 GiB
-# of KV cache vLLM is commonly reported to get for an 8B model on an 80 GB H100.
-GPU_MEMORY_UTILIZATION = 0.9
-PROFILED_NON_WEIGHT_GIB = 3.0
+# How vLLM sizes its KV cache from --gpu-memory-utilization is engine/memory.py; these are the estimates it
+# uses for the terms vLLM measures at start-up where a live calibration has not measured them.
+GPU_MEMORY_UTILIZATION = 0.9  # v0.11's CacheConfig default (v0.33 uses 0.92)
+GIB_BYTES = 1 << 30
+# Memory outside PyTorch's allocator that vLLM's profiling pass finds grown (cuBLAS/attention workspaces):
+# vLLM's start-up log shows tens of MiB for an 8B model on one GPU. With tensor parallelism NCCL's and the
+# custom all-reduce's buffers come on top (v0.11 creates them after its first memory snapshot). Assumed.
+NON_TORCH_BYTES = GIB_BYTES // 10
+NCCL_BYTES = GIB_BYTES // 4
+# CUDA graphs: v0.11 logs "Graph capturing finished in N secs, took 0.4-0.6 GiB" for 8B models. It captures
+# them after the cache is sized, so they live in the (1 - utilization) headroom. Assumed 0.5 GiB.
+CUDA_GRAPH_BYTES = GIB_BYTES // 2
+# The CUDA context and PyTorch's loaded kernels, present before vLLM's first snapshot: it is why a
+# utilization near 1 fails ("Free memory on device ... is less than desired GPU memory utilization"). Assumed.
+CUDA_CONTEXT_BYTES = GIB_BYTES // 2
 
 
 def largest_vllm_pool_gib(model: ModelSpec, gpu: GPUSpec) -> float:
-    """The largest KV cache pool vLLM would give itself for `model` on `gpu` by default (0 if nothing is left)."""
-    return max(gpu.memory_gib * GPU_MEMORY_UTILIZATION - model.weight_bytes / 2**30 - PROFILED_NON_WEIGHT_GIB, 0.0)
+    """The largest KV cache pool vLLM would give itself for `model` on `gpu` by default (0 if nothing is left):
+    engine/memory.py's profile at the default utilization and batched tokens, one GPU, the model's dtype."""
+    from engine.memory import default_kv_cache_gib  # (memory.py reads this module's presets)
+
+    return default_kv_cache_gib(model, gpu)
 
 
 def register_gpu(spec: GPUSpec) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from engine.config import RunConfig, check_servable
+from engine.config import RunConfig, check_servable, served_requests
 from engine.scheduler import MAX_PASSES, reserve_tokens
 from engine.trace import format_digest
 from engine.workload import Workload
@@ -153,8 +153,9 @@ def _path_of(workload: Workload, group: int) -> list[tuple[int, int]]:
 class ReferenceScheduler:
     def __init__(self, cfg: RunConfig, workload: Workload | None = None) -> None:
         self.cfg = cfg
-        self.workload = workload if workload is not None else cfg.build_workload()
-        check_servable(cfg, self.workload)
+        requested = workload if workload is not None else cfg.build_workload()
+        check_servable(cfg, requested)
+        self.workload = served_requests(cfg, requested)[0]  # requests beyond max_model_len are refused first
         reserve = reserve_tokens(cfg, self.workload)
         self.requests = [
             Request(i, int(p), int(o), int(reserve[i]), prefix_group=int(g), prefix_len=int(s),

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.config import RunConfig, check_servable, declared_max_tokens
+from engine.config import RunConfig, check_servable, declared_max_tokens, served_requests
 from engine.prefix_tree import content_chains
 from engine.trace import Trace, format_digest
 from engine.workload import Workload, read_only
@@ -128,11 +128,12 @@ class Scheduler:
 
     def __init__(self, cfg: RunConfig, workload: Workload | None = None) -> None:
         self.config = cfg
-        self.workload = workload if workload is not None else cfg.build_workload()
-        check_servable(cfg, self.workload)
+        requested = workload if workload is not None else cfg.build_workload()
+        check_servable(cfg, requested)
+        # Requests longer than max_model_len are refused before they reach the scheduler (empty: all queued now).
+        self.workload, self.arrivals, self.refused_requests = served_requests(cfg, requested)
         self.params = scheduler_params(cfg)
         self._tables = Tables(*new_tables(self.params, cfg, self.workload))
-        self.arrivals = cfg.arrival_times(self.workload)  # empty: all queued now
         if len(self.arrivals):
             core.hold_arrivals(self._tables.state)
         self.now = 0.0  # the start of the next pass, on the serving loop's clock
@@ -240,4 +241,4 @@ class Scheduler:
         sampled = self._sampled[:int(self._passes[:p, core.PASS_OUTPUT].sum())].copy()  # completed passes' tokens
         return trace_from_tables(self.config, self.workload, self._passes[:p].copy(), self._seconds[:p].copy(),
                                  self._events[:self._num_events].copy(), self._tables, self._starts[:p].copy(),
-                                 sampled, self.arrivals, **measured)
+                                 sampled, self.arrivals, refused_requests=self.refused_requests, **measured)

@@ -18,6 +18,11 @@ ALLOCATIONS = ("on-demand", "reserve")
 ARRIVALS = ("all-at-once", "rate", "workload")
 UNITS = ("pass", "request")
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# vLLM's --kv-cache-dtype values for these GPUs: auto is the model's dtype; every fp8 kind stores 1 byte.
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+# The page's --max-model-len choices (None: the model's own context length).
+MAX_MODEL_LEN_CHOICES = (None, 32768, 16384, 8192, 4096, 2048)
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -139,7 +144,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "total KV blocks incl. the null block (vLLM's meaning); overrides --pool-gib", lo=2, hi=1 << 26,
             optional=True),
     Setting("max_model_len", int, "--max-model-len", "vLLM --max-model-len: longest prompt + output one request may "
-            "have (default: the model's own limit)", lo=2, hi=1 << 24, optional=True),
+            "have; longer requests are refused (default: the model's own limit)",
+            "The longest request (prompt + output) the server accepts; longer ones are refused with an error. "
+            "It divides straight into the start-up line's Maximum concurrency.", lo=2, hi=1 << 24, optional=True,
+            ui=MAX_MODEL_LEN_CHOICES, choice_labels=("the model's own",) + tuple(f"{n:,}" for n in
+                                                                                  MAX_MODEL_LEN_CHOICES[1:])),
     Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
             "v0.33's admission gate: the whole prompt must fit in free blocks",
             "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
@@ -204,4 +213,24 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "the two-number workload: 99th percentile of prompt length (with --prompt-p50)",
             "The 99th percentile of prompt_tokens (optional).", 1, MAX_REQUEST_TOKENS, optional=True,
             ui=(1, 32768, None)),
+    Setting("gpu_memory_utilization", float, "--gpu-memory-utilization",
+            "vLLM --gpu-memory-utilization: share of the GPU's memory vLLM may use; the KV cache pool is what is "
+            "left of it after the weights and the start-up profile's activations (overrides --pool-gib; default: "
+            "none, the pool is --pool-gib)",
+            "The share of each GPU's memory vLLM may take. The pool is what is left after the weights, the "
+            "activation peak of a profiling pass at --max-num-batched-tokens and memory outside PyTorch.",
+            0.0, 1.0, lo_open=True, optional=True, ui=(0.2, 0.99, 0.01)),
+    Setting("kv_cache_dtype", str, "--kv-cache-dtype",
+            "vLLM --kv-cache-dtype: auto (the model's dtype) or fp8 (1 byte per value: twice the blocks in the same "
+            "memory, half the KV bytes a pass reads)",
+            "fp8 stores each key and value in one byte instead of two: twice the tokens in the same memory, half "
+            "the bytes a pass reads. It costs a little accuracy (scales per tensor; check your evals).",
+            choices=KV_CACHE_DTYPES, choice_labels=("auto (bf16)", "fp8", "fp8_e4m3", "fp8_e5m2"),
+            ui=KV_CACHE_DTYPES[:2]),
+    Setting("tensor_parallel_size", int, "--tensor-parallel-size",
+            "vLLM --tensor-parallel-size: GPUs that split each layer's weights and KV heads (at most the model's KV "
+            "heads and one node's GPUs); the pool is per GPU",
+            "Splits every layer's weights and KV heads across this many GPUs: each holds a share, so more of its "
+            "memory is left for the cache, and every layer pays two all-reduces over NVLink.",
+            choices=TENSOR_PARALLEL_SIZES, choice_labels=("1 GPU", "2 GPUs", "4 GPUs", "8 GPUs")),
 )}

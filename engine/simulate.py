@@ -11,8 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.config import ConfigError, RunConfig, check_servable
-from engine.cost_model import cost_vector, plan_seconds
+from engine.config import ConfigError, RunConfig, check_servable, served_requests
+from engine.cost_model import plan_seconds, run_cost_vector
 from engine.scheduler import MAX_PASSES, Scheduler, SimulationError, StepOutcome, StepPlan, reserve_tokens, \
     scheduler_params, trace_from_tables
 from engine.prefix_tree import content_chains
@@ -36,7 +36,7 @@ class RooflineClock:
     """The simulated executor: a pass takes what the cost model says and computes nothing."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        self.cost = cost_vector(cfg.model_spec, cfg.gpu_spec)
+        self.cost = run_cost_vector(cfg)
 
     def execute(self, plan: StepPlan) -> float:
         return plan_seconds(self.cost, plan)
@@ -64,22 +64,24 @@ def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
 
 def simulate(cfg: RunConfig) -> Trace:
     """Serve the config's workload to exhaustion on the roofline clock; same config, same bits."""
-    workload, arrivals, arguments = core_arguments(cfg)
+    workload, arrivals, arguments, refused = core_arguments(cfg)
     passes, seconds, events, tables, starts, sampled = core.run_to_completion(*arguments)
-    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, sampled, arrivals)
+    return trace_from_tables(cfg, workload, passes, seconds, events, tables, starts, sampled, arrivals,
+                             refused_requests=refused)
 
 
-def core_arguments(cfg: RunConfig) -> tuple[Workload, np.ndarray, tuple]:
-    """The config's workload, its arrival times, and the arguments simulate() gives the compiled core
-    (`core.run_to_completion`); raises ConfigError for a config that cannot be served."""
-    workload = cfg.build_workload()
-    check_servable(cfg, workload)
-    arrivals = cfg.arrival_times(workload)
+def core_arguments(cfg: RunConfig) -> tuple[Workload, np.ndarray, tuple, int]:
+    """The workload the scheduler serves (refused requests left out), its arrival times, the arguments
+    simulate() gives the compiled core (`core.run_to_completion`), and how many requests vLLM refused; raises
+    ConfigError for a config that cannot be served."""
+    requested = cfg.build_workload()
+    check_servable(cfg, requested)
+    workload, arrivals, refused = served_requests(cfg, requested)
     return workload, arrivals, (
-        scheduler_params(cfg, block_ids=False), cost_vector(cfg.model_spec, cfg.gpu_spec), workload.prompt_len,
+        scheduler_params(cfg, block_ids=False), run_cost_vector(cfg), workload.prompt_len,
         workload.output_len, reserve_tokens(cfg, workload), MAX_PASSES, arrivals,
         *content_chains(workload, cfg.block_size),
-    )
+    ), refused
 
 
 def simulate_stepwise(cfg: RunConfig) -> Trace:

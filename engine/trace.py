@@ -25,6 +25,9 @@ SUMMARY_KEYS = (
     "throughput_tok_s", "peak_batch", "mean_batch", "preemptions", "recomputed_prompt_tokens", "recomputed_tokens",
     "live_cache_fraction", "passes", "makespan_s", "finished_requests", "kv_cache_tokens", "max_concurrency",
     "trace_digest", "prefix_cache_hit_tokens", "prefix_cache_hit_rate", *LATENCY_KEYS,
+    # the memory-wall fixes: their settings as served, and what they cost in GPUs
+    "max_model_len", "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "num_gpus",
+    "throughput_per_gpu_tok_s", "kv_cache_gib", "refused_requests",
 )
 
 
@@ -87,6 +90,7 @@ class Trace:
     arrivals: np.ndarray | None = None  # each request's arrival (s); None or empty: all at 0 s
     # Per event, the tokens an ADMIT/RESUME was served from the prefix cache (0 for every other event).
     event_cached: np.ndarray | None = None
+    refused_requests: int = 0  # requests vLLM refused (longer than max_model_len); not in `workload`
 
     def __post_init__(self) -> None:
         if self.events.shape[1] > 3:  # the core's table carries the cached tokens as a fourth column
@@ -239,8 +243,23 @@ class Trace:
             "max_concurrency": round(concurrency, 2),
             "trace_digest": self.digest,
             **self._cache_summary(),
+            **self._memory_summary(),
             **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.sampled is not None else {}),
         }
+
+    def _memory_summary(self) -> dict[str, Any]:
+        """The memory-wall settings as the server ran (max_model_len as served), per-GPU figures, refusals, and
+        with --gpu-memory-utilization the start-up memory profile that sized the pool (engine/memory.py)."""
+        cfg = self.config
+        out = {
+            "max_model_len": cfg.served_max_model_len, "gpu_memory_utilization": cfg.gpu_memory_utilization,
+            "kv_cache_dtype": cfg.kv_cache_dtype, "tensor_parallel_size": cfg.tensor_parallel_size,
+            "num_gpus": cfg.num_gpus, "throughput_per_gpu_tok_s": self.throughput_tok_s / cfg.num_gpus,
+            "kv_cache_gib": cfg.kv_cache_gib, "refused_requests": self.refused_requests,
+        }
+        if cfg.pool_source == "utilization":
+            out["memory_profile"] = cfg.memory_profile.as_dict()
+        return out
 
     def _cache_summary(self) -> dict[str, Any]:
         """Prefix-cache figures: tokens admissions were served from the cache (all, and on readmission), and

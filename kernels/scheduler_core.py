@@ -60,9 +60,11 @@ EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range
  PASS_LOOKUP_HITS) = range(14)
 NUM_PASS_FIELDS = 14  # PASS_CACHED: tokens admissions were served from the cache; LOOKUP_*: this pass's lookups
 
-# Cost-model vector: overhead s, weight bytes, KV bytes/token, bandwidth B/s, FLOP/s, params, attention FLOPs/pair.
-C_OVERHEAD, C_WEIGHT_BYTES, C_KV_BYTES, C_BANDWIDTH, C_FLOPS, C_PARAMS, C_ATTN = range(7)
-NUM_COST_FIELDS = 7
+# Cost-model vector, per GPU: overhead s, weight bytes, KV bytes/token, bandwidth B/s, FLOP/s, params, attention
+# FLOPs/pair; with tensor parallelism, all-reduce bytes each GPU sends per new token and the link's B/s.
+C_OVERHEAD, C_WEIGHT_BYTES, C_KV_BYTES, C_BANDWIDTH, C_FLOPS, C_PARAMS, C_ATTN, C_ALLREDUCE_BYTES, \
+    C_LINK_BANDWIDTH = range(9)
+NUM_COST_FIELDS = 9
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
@@ -777,11 +779,15 @@ def _work(cost, new, context, pairs):
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _seconds(cost, n_sched, new, context, pairs):
-    """Roofline time of a pass from its sums (0 for a pass that runs nothing)."""
+    """Roofline time of a pass from its sums (0 for a pass that runs nothing), then its all-reduces (none on
+    one GPU: the sum is left untouched)."""
     if n_sched == 0:
         return 0.0
     bytes_moved, flops = _work(cost, new, context, pairs)
-    return roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
+    seconds = roofline(cost[C_OVERHEAD], cost[C_BANDWIDTH], cost[C_FLOPS], bytes_moved, flops)
+    if cost[C_ALLREDUCE_BYTES] > 0.0:
+        seconds += cost[C_ALLREDUCE_BYTES] * float(new) / cost[C_LINK_BANDWIDTH]
+    return seconds
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -119,12 +120,44 @@ def calibrate_from_trace(trace, name: str | None = None, clock: str = "gpu") -> 
                     f"clock) of {spec.name} {live.dtype} on {device}; rms relative "
                     f"error {100 * fit.rms_rel_error:.1f}%; datasheet figures from the {base.name} preset"),
         extra={"rms_rel_error": fit.rms_rel_error, "passes": fit.num_passes,
-               "memory_bound_passes": fit.memory_bound_passes, "clock": clock},
+               "memory_bound_passes": fit.memory_bound_passes, "clock": clock,
+               # the measured start-up memory terms (engine/memory.py reads them in place of its estimates)
+               **({"memory": live.memory} if live.memory else {})},
+        total_memory_gib=live.memory["total_memory"] / 2**30 if live.memory else base.total_memory_gib,
+        nvlink_bandwidth=base.nvlink_bandwidth, nvlink_gpus=base.nvlink_gpus, gpus_per_node=base.gpus_per_node,
     )
 
 
 def save_gpu_spec(spec: GPUSpec, path: str | Path) -> None:
     write_text_atomic(path, json.dumps(asdict(spec), indent=2) + "\n")
+
+
+_MEMORY_TERMS = ("total_memory", "weights_memory", "activation_peak", "non_torch_memory", "max_num_batched_tokens")
+
+
+def _memory_terms_ok(memory: Any) -> bool:
+    """A measured memory profile engine/memory.py can read: a model name and finite byte counts >= 0."""
+    def count(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 2**50
+    return (isinstance(memory, dict) and isinstance(memory.get("model"), str)
+            and all(count(memory.get(k)) for k in _MEMORY_TERMS) and memory["max_num_batched_tokens"] > 0
+            and count(memory.get("cuda_graph_memory", 0)))
+
+
+def _links(data: dict, path: str | Path) -> dict[str, Any]:
+    """The optional fields a newer preset carries (reported total memory, NVLink), checked; absent: defaults."""
+    out: dict[str, Any] = {}
+    for name, kind in (("total_memory_gib", float), ("nvlink_bandwidth", float), ("nvlink_gpus", int),
+                       ("gpus_per_node", int)):
+        if name not in data:
+            continue
+        v = data[name]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 and (
+            kind is float or (float(v).is_integer() and 1 <= v <= 1024))
+        if not ok:
+            raise LiveError(f"GPU preset {path}: {name} must be a {'count' if kind is int else 'number'} >= 0")
+        out[name] = kind(v)
+    return out
 
 
 def load_gpu_spec(path: str | Path, register: bool = True) -> GPUSpec:
@@ -141,8 +174,12 @@ def load_gpu_spec(path: str | Path, register: bool = True) -> GPUSpec:
         isinstance(data.get(k), (int, float)) and math.isfinite(data[k]) and data[k] >= 0 for k in numbers
     ) or data["effective_bandwidth"] <= 0 or data["effective_flops"] <= 0:
         raise LiveError(f"GPU preset {path} needs a name and non-negative numbers {', '.join(numbers)}")
-    spec = GPUSpec(name=data["name"], provenance=str(data.get("provenance", "")),
-                   extra=dict(data.get("extra") or {}), **{k: float(data[k]) for k in numbers})
+    extra = data.get("extra") or {}
+    if not isinstance(extra, dict) or ("memory" in extra and not _memory_terms_ok(extra["memory"])):
+        raise LiveError(f"GPU preset {path}: extra.memory needs a model name and byte counts "
+                        f"{', '.join(_MEMORY_TERMS)} (max_num_batched_tokens above 0)")
+    spec = GPUSpec(name=data["name"], provenance=str(data.get("provenance", "")), extra=dict(extra),
+                   **{k: float(data[k]) for k in numbers}, **_links(data, path))
     if register:
         register_gpu(spec)
     return spec

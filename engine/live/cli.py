@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.config import ConfigError, RunConfig
 from engine.live.errors import LiveCancelled, LiveError
+from engine.presets import MODELS
 from engine.trace import SUMMARY_KEYS, Trace
 from engine.workload import WorkloadError
 
@@ -31,7 +32,7 @@ def _calibrate(trace: Trace, path: str) -> dict[str, Any]:
     register_gpu(spec)
     passes = trace.live.passes
     repredicted = float(roofline_seconds(passes.pass_bytes, passes.pass_flops, spec).sum())
-    return {
+    return {**_measured_memory(trace, spec),
         "calibrated_gpu": spec.name,
         "calibrated_overhead_ms": 1e3 * spec.pass_overhead_s,
         "calibrated_bandwidth_gb_s": spec.effective_bandwidth / 1e9,
@@ -40,6 +41,22 @@ def _calibrate(trace: Trace, path: str) -> dict[str, Any]:
         "recalibrated_predicted_tok_s": trace.output_tokens / repredicted if repredicted > 0 else 0.0,
         "calibration_file": path,
     }
+
+
+def _measured_memory(trace: Trace, spec) -> dict[str, Any]:
+    """With memory measured on the GPU: the pool vLLM's start-up arithmetic gives from those figures (engine/memory.py)
+    at the run's --gpu-memory-utilization (vLLM's default if unset), for the model measured."""
+    measured = spec.extra.get("memory")
+    if not measured or measured.get("model") not in MODELS:
+        return {}
+    from engine.presets import GPU_MEMORY_UTILIZATION
+
+    cfg = trace.config
+    sized = cfg.replace(gpu=spec.name, model=measured["model"], tensor_parallel_size=1, kv_cache_dtype="auto",
+                        gpu_memory_utilization=cfg.gpu_memory_utilization or GPU_MEMORY_UTILIZATION)
+    profile = sized.memory_profile
+    return {"calibrated_memory_profile": profile.as_dict(),
+            "calibrated_kv_cache_tokens": profile.num_gpu_blocks * sized.block_size}
 
 
 def _table(summary: dict[str, Any]) -> str:
@@ -69,6 +86,11 @@ def _table(summary: dict[str, Any]) -> str:
             ("  re-predicted", f"{summary['recalibrated_predicted_tok_s']:,.1f} tok/s "
                                f"(fit rms error {100 * summary['calibrated_rms_rel_error']:.1f}%)"),
         ]
+    if "calibrated_memory_profile" in summary:
+        p = summary["calibrated_memory_profile"]
+        rows.append(("  GPU KV cache size", f"{summary['calibrated_kv_cache_tokens']:,} tokens at "
+                                            f"--gpu-memory-utilization {p['gpu_memory_utilization']:g} "
+                                            f"({p['source']})"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 

@@ -19,11 +19,13 @@ from engine.cost_model import cost_vector, pass_bytes_and_flops, plan_seconds
 from engine.live.device import check_memory, device_name, live_available, oom_message, resolve_device, \
     resolve_dtype
 from engine.live.errors import LiveCancelled, LiveError
+from engine.live.memory_probe import MemoryProbe
 from engine.live.stats import PASS_KINDS, LivePasses, LiveStats, pass_kind
 from engine.presets import MODELS, ModelSpec
 from engine.scheduler import Scheduler, StepOutcome, StepPlan
 from engine.simulate import serve
 from engine.trace import Trace
+from engine.workload import Workload
 
 ProgressFn = Callable[[int, int, int], None]  # (pass index, finished requests, total requests)
 
@@ -45,7 +47,8 @@ def live_model_spec(cfg: RunConfig, model_preset: str | None, weights_dir: str |
     return MODELS[name]
 
 
-def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int) -> list[list[int]]:
+def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int,
+                  workload: Workload | None = None) -> list[list[int]]:
     """Each request's prompt: token ids drawn from the run's seed, so reruns feed the model the same text.
 
     Requests of one prefix group start with the same text (their shared prefix), so the pages prefix caching
@@ -54,7 +57,7 @@ def prompt_tokens(cfg: RunConfig, prompt_len: np.ndarray, vocab_size: int) -> li
     """
     rng = np.random.default_rng(cfg.seed)
     tokens = [rng.integers(0, vocab_size, size=int(n)).tolist() for n in prompt_len]
-    workload = cfg.build_workload()
+    workload = workload if workload is not None else cfg.build_workload()  # the served one: refusals left out
     if workload.has_shared_prefixes:
         group_rng = np.random.default_rng([cfg.seed, 1])
         texts: dict[int, list[int]] = {}
@@ -81,11 +84,12 @@ class LiveExecutor:
     """Runs each planned pass on the model, keeps every request's token history, and times each pass."""
 
     def __init__(self, cfg: RunConfig, spec: ModelSpec, runner, cancel: threading.Event | None,
-                 progress: ProgressFn | None) -> None:
+                 progress: ProgressFn | None, workload: Workload | None = None) -> None:
         self.runner = runner
         self.cancel = cancel
         self.progress = progress
-        self.tokens = prompt_tokens(cfg, cfg.build_workload().prompt_len, spec.vocab_size)
+        workload = workload if workload is not None else cfg.build_workload()
+        self.tokens = prompt_tokens(cfg, workload.prompt_len, spec.vocab_size, workload)
         self.finished = 0
         self.spec = spec
         self.cost = cost_vector(spec, cfg.gpu_spec)
@@ -141,6 +145,16 @@ class LiveExecutor:
                           pass_flops=np.asarray(cols[7], dtype=np.float64))
 
 
+def check_live_settings(cfg: RunConfig) -> None:
+    """Refuse what one GPU and this model cannot run for real: a tensor-parallel group, an fp8 cache."""
+    if cfg.tensor_parallel_size > 1:
+        raise LiveError(f"live GPU mode runs on one GPU; tensor_parallel_size {cfg.tensor_parallel_size} is "
+                        "simulated only")
+    if cfg.kv_cache_dtype != "auto":
+        raise LiveError(f"live GPU mode keeps the KV cache in the model's dtype; kv_cache_dtype "
+                        f"{cfg.kv_cache_dtype} is simulated only")
+
+
 def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cuda", dtype: str | None = None,
              progress: ProgressFn | None = None, cancel: threading.Event | None = None,
              weights_dir: str | None = None, cuda_graphs: bool = True) -> Trace:
@@ -153,6 +167,7 @@ def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cud
         import torch
     except ImportError:
         raise LiveError(live_available()[1]) from None
+    check_live_settings(cfg)
     from engine.live.weights import weights_dir_from_env
 
     weights_dir = weights_dir or weights_dir_from_env()
@@ -165,13 +180,17 @@ def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cud
     check_memory(torch, cfg, spec, torch_device)
     stage = ["starting"]  # updated as setup proceeds, so an out-of-memory error can say what it was doing
     runner = executor = None
+    probe = MemoryProbe.before_model(torch, torch_device)  # what vLLM's start-up profile measures (None on a CPU)
     try:
         runner, fallback = _start(torch, cfg, spec, torch_device, torch_dtype, weights_dir, cuda_graphs, stage)
         kernels = runner.kernels
         stage[0] = "serving the workload"
-        executor = LiveExecutor(cfg, spec, runner, cancel, progress)
+        executor = LiveExecutor(cfg, spec, runner, cancel, progress, scheduler.workload)
+        probe and probe.serving_starts()
         serve(scheduler, executor)
         passes = executor.passes()
+        memory = probe and probe.after_serving(runner.model, spec.name, device_name(torch, torch_device),
+                                               int(scheduler.trace().n_tokens.max(initial=0)))
         oom = None
     except torch.cuda.OutOfMemoryError:
         oom = stage[0]
@@ -185,6 +204,7 @@ def run_live(cfg: RunConfig, model_preset: str | None = None, device: str = "cud
         passes, scheduler.workload.total_output_tokens, device=device_name(torch, torch_device),
         model_preset=spec.name, dtype=dtype_name, weights=weights_dir or f"random N(0, 0.02), seed {cfg.seed}",
         attention=kernels.attention, kernels=fallback or kernels.layer_ops, predicted_gpu=cfg.gpu, live_spec=spec,
+        memory=memory,
     )
     return scheduler.trace(measured=True, live=live)
 

@@ -61,6 +61,8 @@ class LiveStats:
     host_ms_per_pass: float  # wall minus GPU: scheduling, staging, sync
     live_spec: ModelSpec = field(repr=False)  # the shapes actually run, priced at the run's element size
     passes: LivePasses = field(repr=False)
+    # On a GPU, the terms of vLLM's start-up memory profile as measured (engine/live/memory_probe.py), else None.
+    memory: dict | None = field(default=None, repr=False)
 
     @classmethod
     def measure(cls, passes: LivePasses, output_tokens: int, **setting: Any) -> "LiveStats":
@@ -78,4 +80,4 @@ class LiveStats:
 
     def summary(self) -> dict[str, Any]:
         """The setting and totals as plain values (not the per-pass arrays, not the spec)."""
-        return {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("live_spec", "passes")}
+        return {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("live_spec", "passes", "memory")}

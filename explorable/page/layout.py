@@ -17,7 +17,7 @@ from explorable.page import startup, url
 from explorable.state import your_workload
 from explorable.views import projector
 from explorable.views.assets import logo_svg, stylesheet, stylesheet_css
-from explorable.views.controls import Controls
+from explorable.views.controls import OPTIONAL_SLIDERS, Controls
 from explorable.views.curves import Curves
 from explorable.views.data_tables import tables_script
 from explorable.views.guide import GUIDES, Guide, GuideSpec
@@ -86,6 +86,8 @@ def group_names(guides: list[GuideSpec]) -> dict[str, str]:
         label = ExplorableState.param[name].label
         names[f"ctl-{name}"] = label
         names[f"stop-{name}"] = f"{label}: quick stops"
+        if name in OPTIONAL_SLIDERS:  # its switch: the slider's number, or what stands in for it
+            names[f"ctl-{name}-from"] = f"KV cache pool from: {OPTIONAL_SLIDERS[name]} or {label}"
     names.update({f"{spec.css}-row": f"steps: {spec.label.lower()}" for spec in guides})
     names["guide-tabs"] = "guides"
     names[WALK_GROUP_CLASS] = "steps: your workload, your server"
@@ -158,6 +160,8 @@ class ExplorableApp(pn.viewable.Viewer):
                                              "states, leaves them out)")
     workload = param.Boolean(default=True, doc="the 'Your workload, your server' section (the static build, which "
                                                "cannot read a reader's file, leaves it out and says so)")
+    memory = param.Boolean(default=True, doc="the four fixes for the memory wall (the static build, which has none "
+                                             "of their states, says where they are instead)")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -194,7 +198,7 @@ class ExplorableApp(pn.viewable.Viewer):
 
     def guide_specs(self) -> list[GuideSpec]:
         """The guides this page shows: every one of GUIDES whose feature the page has."""
-        has = {"traffic": self.traffic, "prefix": self.prefix}
+        has = {"traffic": self.traffic, "prefix": self.prefix, "memory": self.memory}
         return [spec for spec in GUIDES if has.get(spec.needs, True)]
 
     def __panel__(self):
@@ -208,8 +212,14 @@ class ExplorableApp(pn.viewable.Viewer):
         yours = [v["your_workload"]] if self.workload else [_section(
             "Your workload, your server", "(your own lengths, trace file and vLLM log lines need the served "
             "explorable: this page has no server to read them)")]
+        shown = self.guide_specs()
+        # A guide this page leaves out, where its spec says so, is named in its place (the static build's memory fixes).
+        absent = [pn.pane.HTML(f'<p class="guide-absent muted" data-absent="{spec.key}">{html.escape(spec.absent)}</p>',
+                               sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(0, 10))
+                  for spec in GUIDES if spec not in shown and spec.absent]
         main = pn.Column(
             v["guides"],
+            *absent,
             v["notices"],
             v["readouts"],
             v["lanes"],

@@ -72,6 +72,8 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
     """Turn a link value into a valid value of control `name`, or raise ValueError saying what is allowed."""
     p = state.param[name]
     text = raw.strip() if isinstance(raw, str) else raw
+    if _unset(p, text):
+        return None  # an optional control left to its default (the pool from pool_gib; the model's own length)
     if isinstance(p, param.Boolean):
         if isinstance(text, bool):
             return text
@@ -105,6 +107,15 @@ def parse_control(state: ExplorableState, name: str, raw: Any) -> Any:
     if not math.isfinite(number) or not lo <= number <= hi or (is_int and not number.is_integer()):
         raise ValueError(what)
     return int(number) if is_int else number
+
+
+_UNSET_WORDS = ("", "none", "null", "default")
+
+
+def _unset(p: param.Parameter, text: Any) -> bool:
+    """Does a link say "unset" for an optional control (one whose default is None)?"""
+    optional = p.default is None and (getattr(p, "allow_None", False) or None in (getattr(p, "objects", None) or []))
+    return optional and (text is None or (isinstance(text, str) and text.lower() in _UNSET_WORDS))
 
 
 def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
@@ -199,7 +210,7 @@ def query_values(state: ExplorableState) -> dict[str, str]:
         if group and (group not in used or getattr(state, name) is None):
             continue
         value = state.param[name].serialize(getattr(state, name))
-        out[name] = value if isinstance(value, str) else json.dumps(value)
+        out[name] = value if isinstance(value, str) else json.dumps(value)  # an unset optional control: null
     out.update(_PAGE_FLAGS.get(state, {}))
     return out
 

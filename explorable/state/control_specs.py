@@ -19,7 +19,7 @@ import param
 from engine import RunConfig
 from engine.settings import ALLOCATIONS, SETTINGS, UNITS, Setting
 
-SECTIONS = ("Scheduler", "KV cache", "Workload", "Traffic", "Advanced")
+SECTIONS = ("Scheduler", "KV cache", "GPU memory", "Workload", "Traffic", "Advanced")
 # The "Your workload" section of the page (explorable/views/your_workload.py) draws its own inputs: its controls
 # are part of the run and the link, but not of the sidebar nor of the static build (which leaves the section out).
 YOUR_WORKLOAD = "Your workload"
@@ -59,6 +59,7 @@ class ControlSpec:
     slider_step: float | None = None  # the slider's step, where the setting declares none
     slider_end: float | None = None  # the slider's end, where it stops short of what a link may set
     log_scale: bool = False  # the slider moves log2 of the value (a rate spanning orders of magnitude)
+    dropdown: bool = False  # named choices in a drop-down, not a row of buttons (too many for a phone's width)
     note: str = ""  # the line of text under the control in the sidebar
     page_setting: Setting | None = None  # the declaration of a control that is no RunConfig field
     page_default: Any = None  # and its starting value
@@ -86,13 +87,14 @@ class ControlSpec:
         common = {"default": self.default, "label": s.label, "doc": s.doc or s.help}
         if s.kind is bool:
             return param.Boolean(**common)
-        if s.choices:
+        if s.choices or (s.optional and s.ui and None in s.ui):  # an optional number offered as a few values
             choices = s.ui or s.allowed()
             return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
                                   **common)
         lo, hi, step = s.ui or (s.lo, s.hi, None)
         kind = param.Integer if s.kind is int else param.Number
-        return kind(bounds=(lo, hi), **({"step": step} if step else {}), **common)
+        # An optional setting may be unset (None): a link says "null", and the widget says what then applies.
+        return kind(bounds=(lo, hi), allow_None=s.optional, **({"step": step} if step else {}), **common)
 
     def typed(self, value: Any) -> Any:
         """A stop's value as the control holds it (a float control's stops are floats)."""
@@ -142,6 +144,22 @@ CONTROL_SPECS: dict[str, ControlSpec] = {c.name: c for c in (
                      "them. Off by default: the article's figures assume it."),
     ControlSpec("system_prompt_len", "Workload", number_format="0,0"),
     ControlSpec("turns", "Workload"),
+    # The course's fixes for the memory wall (docs/memory-fixes.md). gpu_memory_utilization may be unset (the pool
+    # is then pool_gib's): its widget is a switch between the two and a slider (explorable/views/memory_controls.py).
+    ControlSpec("gpu_memory_utilization", "GPU memory", number_format="0.00",
+                note="vLLM sizes the pool at start-up: this share of each GPU's memory, less the weights, the "
+                     "activation peak of a profiling pass at --max-num-batched-tokens and memory outside PyTorch."),
+    ControlSpec("kv_cache_dtype", "GPU memory",
+                note="--kv-cache-dtype: fp8 keeps each key and value in one byte: twice the tokens in the same memory "
+                     "and half the bytes a pass reads, for a small loss of accuracy (per-tensor scales; check your "
+                     "own evals)."),
+    ControlSpec("tensor_parallel_size", "GPU memory",
+                note="--tensor-parallel-size splits each layer's weights and KV heads across the GPUs of one node, at "
+                     "two all-reduces per layer over NVLink. The pool is per GPU; throughput is the node's and per "
+                     "GPU."),
+    ControlSpec("max_model_len", "GPU memory", dropdown=True,
+                note="--max-model-len: longer requests (prompt + output) are refused with an error. It divides into "
+                     "Maximum concurrency; it reserves nothing, so the batch does not change."),
     # "Your workload": the two-number form, with its request count and seed (drawn by that section).
     *(ControlSpec(name, YOUR_WORKLOAD, link_group="two-numbers")
       for name in ("output_p50", "output_p99", "prompt_p50", "prompt_p99", "requests", "seed")),
@@ -172,4 +190,4 @@ STATIC_STOPS = {name: tuple(CONTROL_SPECS[name].typed(v) for v in CONTROL_SPECS[
 
 def config_fields(values: dict[str, Any]) -> dict[str, Any]:
     """Control values as RunConfig takes them (a float control set from a link or a stop may hold an int)."""
-    return {k: float(v) if k in FLOAT_CONTROLS else v for k, v in values.items()}
+    return {k: float(v) if k in FLOAT_CONTROLS and v is not None else v for k, v in values.items()}

@@ -39,7 +39,9 @@ def fixed_note(state: ExplorableState) -> str:
     """FIXED_NOTE with the values it means, by the controls' own labels (the page draws no control for them)."""
     def said(name: str) -> str:
         value = getattr(state, name)
-        text = ("on" if value else "off") if isinstance(value, bool) else (
+        named = {v: k for k, v in (getattr(state.param[name], "names", None) or {}).items()}
+        text = named.get(value) if value in named else "unset" if value is None else (
+            ("on" if value else "off") if isinstance(value, bool) else
             f"{value:,}" if isinstance(value, int) else f"{value:g}" if isinstance(value, float) else str(value))
         return f"{state.param[name].label}: {text}"
     shown = [n for n in FIXED if n not in _RATE_ONLY or state.arrival != "all-at-once"]
@@ -95,7 +97,8 @@ def build(stops: dict[str, tuple] | None = None, projector: bool = False) -> Pag
     # stylesheet model (explorable.views.assets), so the shell carries the CSS once instead of once per component.
     with set_curdoc(doc):
         state = ExplorableState()
-        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False, workload=False)
+        app = ExplorableApp(state=state, projector=projector, traffic=False, prefix=False, workload=False,
+                            memory=False)
         v = app.views
         c = v["controls"]
         c.param.update(pool_stops=list((stops or STOPS)["pool_gib"]), advanced_note=fixed_note(state),

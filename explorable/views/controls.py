@@ -17,9 +17,12 @@ from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.control_specs import CONTROL_SPECS, LOG_STEP, SECTIONS, YOUR_WORKLOAD, ControlSpec
 from explorable.state.store import ExplorableState
+from explorable.views.memory_controls import CacheLine, OptionalSlider
 from explorable.views.state_view import StateView, answer_reader
 
 SLIDER_LAYOUT = dict(sizing_mode="stretch_width", margin=(4, 12, 0, 12))
+# Optional number controls (None: unset) and what the page calls their unset state.
+OPTIONAL_SLIDERS = {"gpu_memory_utilization": "GiB slider"}
 CHOICE_LAYOUT = dict(sizing_mode="stretch_width", margin=(4, 12))
 
 
@@ -32,7 +35,7 @@ def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widg
         return pn.widgets.Checkbox(label=p.label, value=getattr(state, spec.name), margin=(8, 12), **common)
     if isinstance(p, param.Selector):
         options = dict(p.names) if p.names else list(p.objects)
-        kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels else pn.widgets.Select
+        kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels and not spec.dropdown else pn.widgets.Select
         extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else dict(name=p.label)
         return kind(options=options, value=getattr(state, spec.name), description=p.doc, **CHOICE_LAYOUT,
                     **extra, **common)
@@ -130,11 +133,17 @@ class Controls(StateView):
         for spec in CONTROL_SPECS.values():
             if spec.section == YOUR_WORKLOAD:  # (drawn by that section: explorable/views/your_workload.py)
                 continue
+            if spec.name in OPTIONAL_SLIDERS:  # unset or a number: a switch and a slider, linked on their own
+                self.utilization = OptionalSlider(s, spec, OPTIONAL_SLIDERS[spec.name])
+                self.widgets[spec.name] = self.utilization.panel
+                setattr(self, spec.name, self.utilization.slider)
+                continue
             widget = control_widget(s, spec)
             link(s, spec, widget)
             self.widgets[spec.name] = widget
             setattr(self, spec.name, widget)  # controls.max_num_seqs: what tests and benchmarks drive
-        committing = [w for w in self.widgets.values() if "value_throttled" not in w.param]
+        committing = [w for w in self.widgets.values() if "value_throttled" not in w.param
+                      and isinstance(w, pn.widgets.Widget)]
         answer_at_once(*committing)
         settle_crossings(*committing)
         self.prefix_note = _note("")
@@ -154,9 +163,15 @@ class Controls(StateView):
         self.pool_warning = _note("", classes=("control-note", "pool-warning"))
         s.param.watch(self._pool_warning, "pool_warning")
         self._pool_warning()
+        # While --gpu-memory-utilization sizes the pool, the GiB slider is overruled: greyed, and said.
+        self.pool_note = _note("")
+        s.param.watch(self._pool_note, "gpu_memory_utilization")
+        self._pool_note()
+        self.cache_line = CacheLine(state=s)
         # Notes that change with the state, under the control they speak of (after its quick stops).
-        self.live_notes = {"pool_gib": self.pool_warning, "declared_multiple": self.declared_note,
-                           "turns": self.prefix_note, "burstiness": self.traffic_note}
+        self.live_notes = {"pool_gib": [self.pool_note, self.pool_warning], "declared_multiple": self.declared_note,
+                           "turns": self.prefix_note, "burstiness": self.traffic_note,
+                           "max_model_len": self.cache_line}
 
     def _declared_note(self, *_):
         if self.state.allocation == "reserve":
@@ -192,6 +207,13 @@ class Controls(StateView):
                     "off with prefix caching on (KV cache, above).")
         self.prefix_note.object = f"<div>{text}</div>"
 
+    def _pool_note(self, *_):
+        sized = self.state.gpu_memory_utilization is not None
+        self.pool_note.object = ("<div>Overruled: --gpu-memory-utilization sizes the pool (GPU memory, below). "
+                                 "Choose the GiB slider there to set it by hand.</div>" if sized else "<div></div>")
+        self.pool_note.visible = sized
+        self.pool_gib.styles = toggled_styles(INACTIVE_STYLES, sized)
+
     def _pool_warning(self, *_):
         self.pool_warning.object = f"<div>{html.escape(self.state.pool_warning)}</div>"
         self.pool_warning.visible = bool(self.state.pool_warning)
@@ -205,8 +227,8 @@ class Controls(StateView):
             out.append(self.widgets[spec.name])
             if spec.stops:
                 out.append(_stops(self.state, spec, self.pool_stops if spec.name == "pool_gib" else None))
-            if spec.name in self.live_notes:
-                out.append(self.live_notes[spec.name])
+            notes = self.live_notes.get(spec.name, [])
+            out += notes if isinstance(notes, list) else [notes]
             if spec.note:
                 out.append(_note(spec.note))
         return out

@@ -33,6 +33,14 @@ SEQ_SWEEP = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 76
 POOL_SWEEP = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 80.0)
 
 
+def curve_base(cfg: RunConfig, name: str) -> RunConfig:
+    """The run a curve of `name` varies. A pool sized by --gpu-memory-utilization is the same pool set by hand
+    (its GiB exactly, so the same blocks): the pool curve then moves the pool, not a setting it would ignore."""
+    if name == "pool_gib" and cfg.pool_source == "utilization":
+        return cfg.replace(gpu_memory_utilization=None, pool_gib=cfg.kv_cache_gib)
+    return cfg
+
+
 def sweep(cfg: RunConfig, name: str, values) -> dict[str, np.ndarray]:
     """Throughput at each value of setting `name` (NaN where it cannot run), the rest of `cfg` fixed."""
     current = getattr(cfg, name)
@@ -128,10 +136,11 @@ class _Curve:
                                                                     ("throughput", "@y{0,0} tok/s")]))
 
     def known(self, cfg: RunConfig) -> bool:
-        return known_sweep(cfg, self.name, self.values) is not None
+        return known_sweep(curve_base(cfg, self.name), self.name, self.values) is not None
 
     def update(self, cfg: RunConfig) -> str:
         """Draw the curve around `cfg`; returns it in words."""
+        cfg = curve_base(cfg, self.name)
         data = shared_sweep(cfg, self.name, self.values)
         current = float(getattr(cfg, self.name))
         here = data["y"][data["x"] == current]
@@ -189,7 +198,7 @@ class Curves(StateView):
 
     def _sweeps(self, cfg: RunConfig) -> None:
         for curve in (self.by_seqs, self.by_pool):
-            shared_sweep(cfg, curve.name, curve.values)
+            shared_sweep(curve_base(cfg, curve.name), curve.name, curve.values)
 
     def _deliver(self, cfg: RunConfig, _result: None, simulated_s: float) -> None:
         """On the page's thread, once the sweeps around `cfg` are known: charge their simulations to the

@@ -14,6 +14,7 @@ from explorable.views.assets import END_OF_WALK_STYLES, set_styles, stylesheet
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import CONTROLS, ExplorableState
+from explorable.views.fixes_table import table_html, table_rows
 from explorable.views.state_view import StateView, answer_reader
 from explorable.patches.text_updates import TextHTML
 
@@ -23,6 +24,8 @@ class Step:
     title: str
     text: str
     settings: dict = field(default_factory=dict)  # changes from the defaults
+    # A closing step's table: the steps (by index) whose runs it sets side by side, with what each row is called.
+    table: tuple[tuple[int, str], ...] = ()
 
 
 STEPS = (
@@ -145,6 +148,68 @@ PREFIX_STEPS = (
 )
 
 
+# Finally the course's four fixes for the memory wall, one at a time from the same wall. The wall here is sized
+# as vLLM sizes it (engine/memory.py), so that each fix acts through vLLM's own arithmetic: 0.23 of an H100's
+# memory leaves about the 2 GiB pool of the "Memory wall" step above once the weights and the profiling pass are
+# paid for.
+_WALL = {"gpu_memory_utilization": 0.23, "max_num_seqs": 512}
+MEMORY_STEPS = (
+    Step(
+        "The memory wall",
+        "Where the first walk ended: a 2 GiB pool and 512 slots, the batch at 12, 42 evictions. The log's reading "
+        "is the course's diagnosis: running far below --max-num-seqs, requests waiting, the cache full. Memory is "
+        "the cap, and there are four fixes for it, none of which is --max-num-seqs.",
+        {"pool_gib": 2.0, "max_num_seqs": 512},
+    ),
+    Step(
+        "The same wall, as vLLM sizes it",
+        "A real server does not choose its pool in GiB: vLLM sizes it at start-up. 0.23 of this H100's 79 GiB, less "
+        "15.3 GiB of weights and the activations of a profiling pass, leaves 1.8 GiB, 802 blocks: the same wall "
+        "(a batch of 11, 40 evictions, 55,000 prompt tokens recomputed). The next four steps each apply one fix to "
+        "it, alone.",
+        _WALL,
+    ),
+    Step(
+        "Lower --max-model-len",
+        "The model's 40,960-token context does not fit this pool at all, so vLLM would refuse to start; at 4,096 "
+        "it starts and Maximum concurrency reads 3.13x. The batch, the evictions and the throughput do not move: "
+        "vLLM reserves nothing for the context length, it only refuses longer requests. Try 2,048: 45 of the 256 "
+        "requests are refused.",
+        {**_WALL, "max_model_len": 4096},
+    ),
+    Step(
+        "Raise --gpu-memory-utilization",
+        "0.26 instead of 0.23: the same 0.03 the course suggests going from 0.92 to 0.95, 2.4 GiB of an 80 GB "
+        "card. Every byte of it goes to the cache, which more than doubles: 1,882 blocks, a largest batch of 25 "
+        "and about 1,760 tokens/s. The headroom it takes was for CUDA graphs and other processes.",
+        {**_WALL, "gpu_memory_utilization": 0.26},
+    ),
+    Step(
+        "Quantize the cache",
+        "--kv-cache-dtype fp8: the same 1.8 GiB holds twice the tokens (1,605 blocks), so the batch doubles and "
+        "each pass reads half the KV bytes: about 1,700 tokens/s. The price is a little accuracy; check your evals.",
+        {**_WALL, "kv_cache_dtype": "fp8"},
+    ),
+    Step(
+        "Shard it",
+        "--tensor-parallel-size 2: each GPU holds half the weights and half of every token's KV, so at the same "
+        "0.23 each keeps 9.1 GiB for a cache whose tokens are half the size: 8,320 blocks. The batch grows to "
+        "about 100 and the node serves about 5,600 tokens/s, 2,800 per GPU; every layer pays two all-reduces "
+        "over NVLink.",
+        {**_WALL, "tensor_parallel_size": 2},
+    ),
+    Step(
+        "What each fix bought",
+        "All four at once, and each fix alone, side by side below. The cap never moved: at the wall "
+        "--max-num-seqs is not what limits the batch, memory is.",
+        {**_WALL, "gpu_memory_utilization": 0.26, "kv_cache_dtype": "fp8", "tensor_parallel_size": 2,
+         "max_model_len": 4096},
+        table=((1, "the wall"), (2, "--max-model-len 4096"), (3, "--gpu-memory-utilization 0.26"),
+               (4, "--kv-cache-dtype fp8"), (5, "--tensor-parallel-size 2"), (6, "all four")),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class GuideSpec:
     """One guide of the page: the steps it walks and how its tab reads. The page shows one guide at a time,
@@ -155,7 +220,9 @@ class GuideSpec:
     steps: tuple[Step, ...]
     css: str = "step"  # class prefix of its step buttons and text (tests and the static page find them by it)
     about: str = ""  # one line under the tab: what the guide's experiments have in common
-    needs: str = ""  # a page feature it needs ('traffic', 'prefix'): a page without it (the static build) leaves it out
+    needs: str = ""  # a page feature it needs ('traffic', 'prefix', 'memory'): a page without it (the static build)
+    # leaves it out
+    absent: str = ""  # what a page that leaves it out says in its place ('' for nothing)
 
 
 GUIDES: tuple[GuideSpec, ...] = (
@@ -164,6 +231,11 @@ GUIDES: tuple[GuideSpec, ...] = (
               "Requests arrive over time, as on a real server.", needs="traffic"),
     GuideSpec("prefix_guide", "With prefix caching", PREFIX_STEPS, "prefix-step",
               "Computed prompt blocks are kept for reuse.", needs="prefix"),
+    GuideSpec("memory_guide", "Memory-wall fixes", MEMORY_STEPS, "memory-step",
+              "Four fixes for the memory wall: vLLM's own flags, one at a time, from the same wall.", needs="memory",
+              absent="Four fixes for the memory wall (--max-model-len, --gpu-memory-utilization, --kv-cache-dtype, "
+                     "--tensor-parallel-size) is a guide of the served explorable (panel serve app.py): this static "
+                     "page holds none of their states."),
 )
 
 
@@ -186,6 +258,14 @@ def settings_sentence(state: ExplorableState, index: int, steps: tuple = STEPS) 
                 f"{shown:g}" if isinstance(shown, float) else str(shown))
             named.append(f"{p.label} {shown}" if p.label.startswith("--") else f"{p.label}: {shown}")
     return "This step sets " + "; ".join(named) + "; everything else to its starting point."
+
+
+def step_table(state: ExplorableState, index: int, steps: tuple = STEPS) -> str:
+    """Step `index`'s closing table (HTML), or '' for a step without one."""
+    table = steps[index].table
+    if not table:
+        return ""
+    return table_html(table_rows([(name, step_settings(state, i, steps)) for i, name in table]))
 
 
 def matching_step(state: ExplorableState, steps: tuple = STEPS) -> int | None:
@@ -229,6 +309,10 @@ class Guide(StateView):
         self.next.on_click(answer_reader(lambda _e: self.chosen < len(self.steps) - 1 and self.go(self.chosen + 1)))
         self.text = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8),
                                  styles={"flex": "1 1 300px", "min-width": "0"})
+        # A guide that ends on a table shows it under the text and the buttons, the guide's whole width (only such a
+        # guide has the pane: every model costs each page).
+        self.table = TextHTML("", stylesheets=[stylesheet()], margin=(0, 8), sizing_mode="stretch_width",
+                              css_classes=[f"{self.css}-table"]) if any(s.table for s in self.steps) else None
         match = matching_step(self.state, self.steps)
         self.chosen = match if match is not None else 0
         # Whether the controls have shown a step since the page opened: only then can the reader have moved
@@ -298,6 +382,9 @@ class Guide(StateView):
                 f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen, self.steps))}'
                 f"</span>{hint}</div>"
             )
+            if self.table is not None:
+                self.table.object = step_table(self.state, self.chosen, self.steps)
+                self.table.visible = bool(self.steps[self.chosen].table)
 
     def __panel__(self):
         return pn.Column(
@@ -305,5 +392,6 @@ class Guide(StateView):
             # The buttons sit beside the text, or under it on a phone.
             pn.FlexBox(self.text, pn.Column(self.prev, self.next, margin=0, width=130), flex_wrap="wrap",
                        sizing_mode="stretch_width", margin=0),
+            *([self.table] if self.table is not None else []),
             css_classes=["guide"], sizing_mode="stretch_width", margin=(0, 6),
         )

@@ -7,10 +7,11 @@ from __future__ import annotations
 import html
 
 from engine import Trace
-from engine.config import pool_beyond_gpu
-from engine.logs import (periodic_log, periodic_stats, prefix_caching_note, serve_command, serve_command_notes,
-                         startup_error, startup_log_line)
-from engine.presets import GPU_MEMORY_UTILIZATION, PROFILED_NON_WEIGHT_GIB, largest_vllm_pool_gib
+from engine.config import largest_pool_gib, pool_beyond_gpu
+from engine.logs import (memory_log_lines, periodic_log, periodic_stats, prefix_caching_note, refusal_log_lines,
+                         serve_command, serve_command_notes, startup_error, startup_log_line)
+from engine.memory import profile_for
+from engine.presets import GPU_MEMORY_UTILIZATION
 from explorable.state import runs
 from explorable.views.assets import stylesheet
 from explorable.state.control_specs import PRODUCTION_NAMES
@@ -27,9 +28,13 @@ def log_lines(trace: Trace) -> list[tuple[float | None, str]]:
     Each stats line covers the time since the one before, so their preemptions add up to the run's. A run
     too long to show whole keeps its first and last lines and one `#` line that accounts for the rest.
     """
-    refusal = startup_error(trace.config)
-    lines: list[tuple[float | None, str]] = [(None, refusal)] if refusal else []
-    lines.append((None, startup_log_line(trace.config)))
+    cfg = trace.config
+    refusal = startup_error(cfg)
+    lines: list[tuple[float | None, str]] = [(None, line) for line in memory_log_lines(cfg)]
+    lines += [(None, refusal)] if refusal else []
+    lines.append((None, startup_log_line(cfg)))
+    # Refused requests are answered as they come, before the scheduler sees them: at 0 s here.
+    lines += [(0.0, line) for line in refusal_log_lines(cfg)]
     periodic = periodic_log(trace)
     if len(periodic) > MAX_PERIODIC_LINES:
         half = MAX_PERIODIC_LINES // 2
@@ -88,21 +93,26 @@ def log_html(trace: Trace) -> str:
         notes.append("# vLLM has no such mode (" + "; ".join(modes) + "): these are the lines vLLM's logger "
                      "would print for this schedule")
     if pool_beyond_gpu(cfg):
-        largest = largest_vllm_pool_gib(cfg.model_spec, cfg.gpu_spec)
-        spec = cfg.gpu_spec
+        p = profile_for(cfg, GPU_MEMORY_UTILIZATION)
+        gib = 2**30
         notes.append(f"# no {cfg.gpu} holds this pool beside {cfg.model}'s weights: vLLM would size it at most "
-                     f"about {largest:.1f} GiB there ({GPU_MEMORY_UTILIZATION} x {spec.memory_gib:g} GiB by "
-                     f"its default --gpu-memory-utilization, less {cfg.model_spec.weight_bytes / 2**30:.1f} GiB "
-                     f"of weights and about {PROFILED_NON_WEIGHT_GIB:g} GiB of activations and CUDA graphs)")
+                     f"about {largest_pool_gib(cfg):.1f} GiB there ({GPU_MEMORY_UTILIZATION} x "
+                     f"{p.total_memory / gib:.2f} GiB by its default --gpu-memory-utilization, less "
+                     f"{p.weights_memory / gib:.1f} GiB of weights, {p.activation_peak / gib:.1f} GiB of activations "
+                     f"and {p.non_torch_memory / gib:.1f} GiB outside PyTorch)")
     note = "".join(f'<div class="log-note">{html.escape(n)}</div>' for n in notes)
     lines = "".join(_line_html(at, line) for at, line in log_lines(trace))
     machine = f"{runs.where_measured(trace)}, measured" if trace.measured else f"an {cfg.gpu}"
     return (
         f'<div class="terminal" data-log="vllm"><div class="terminal-bar"><span></span><span></span><span></span>'
-        f'<b>vLLM log, {cfg.pool_gib:g} GiB of KV cache on {html.escape(machine)}</b></div>'
+        f'<b>vLLM log, {cfg.kv_cache_gib:,.1f} GiB of KV cache{_per_gpu(cfg)} on {html.escape(machine)}</b></div>'
         f'<div class="terminal-body" tabindex="0" role="region" aria-label="vLLM log lines"><div class="cmd">{html.escape(command)}</div>{note}{lines}</div></div>'
         f'<p class="log-reading">{html.escape(reading(trace, trace.summary()))}</p>'
     )
+
+
+def _per_gpu(cfg) -> str:
+    return f" per GPU, {cfg.tensor_parallel_size} GPUs" if cfg.tensor_parallel_size > 1 else ""
 
 
 class LogView(StateView):

@@ -60,7 +60,13 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
 
     tput = summary["throughput_tok_s"]
     predicted = f"simulated {prev['throughput_tok_s']:,.0f}" if measured and previous else ""
-    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", predicted, "{:,.0f}", " tok/s", True)
+    gpus = cfg.num_gpus
+    node = f"{gpus} GPUs together" if gpus > 1 else ""
+    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", predicted or node, "{:,.0f}", " tok/s", True)
+    if gpus > 1:  # sharding buys concurrency and costs GPUs: both figures, side by side
+        each = summary["throughput_per_gpu_tok_s"]
+        add("throughput_per_gpu_tok_s", "output tokens/s per GPU", each, f"{each:,.0f}", f"of {gpus} GPUs",
+            "{:,.0f}", " tok/s", True)
     add("peak_batch", "largest batch", summary["peak_batch"], f"{summary['peak_batch']:,}",
         f"of {cfg.max_num_seqs:,} slots", "{:,.0f}", "", None)
     add("mean_batch", "mean batch per pass", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "",
@@ -74,6 +80,10 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
     before_live = 100 * prev["live_cache_fraction"] if previous else None
     add("live_cache_fraction", "held cache holding a token", live, f"{live:.1f}%", "", "{:.1f}", " pts", True,
         before=before_live)
+    refused = summary.get("refused_requests", 0)
+    if cfg.max_model_len is not None or refused:
+        add("refused_requests", "requests refused", refused, f"{refused:,}",
+            f"longer than --max-model-len {cfg.effective_max_model_len:,}", "{:,.0f}", "", False)
     if cfg.enable_prefix_caching and "prefix_cache_hit_tokens" in summary:
         hits, again = summary["prefix_cache_hit_tokens"], summary["prefix_cache_readmission_hit_tokens"]
         rate = 100 * summary["prefix_cache_hit_rate"]

@@ -6,6 +6,8 @@ import re
 import panel as pn
 import pytest
 
+from engine.config import largest_pool_gib
+
 from explorable.views import logs_view
 from explorable.state.control_specs import CONTROL_SPECS
 from explorable.views.controls import Controls
@@ -113,8 +115,9 @@ def test_an_oversized_pool_is_run_and_said_in_the_sidebar_and_the_log():
     assert not controls.pool_warning.visible and "at most about" not in log.pane.object
     state.pool_gib = 64.0
     assert state.run_error == "" and state.trace.config.pool_gib == 64.0
-    assert controls.pool_warning.visible and "53.7 GiB" in controls.pool_warning.object
-    assert "vLLM would size it at most about 53.7 GiB" in log.pane.object
+    largest = f"{largest_pool_gib(state.trace.config):.1f} GiB"  # vLLM's default profile (tests/engine/test_pool_fit.py)
+    assert controls.pool_warning.visible and largest in controls.pool_warning.object
+    assert f"vLLM would size it at most about {largest}" in log.pane.object
     state.gpu = "H200"  # 64 GiB fits beside the weights there
     assert not controls.pool_warning.visible and "at most about" not in log.pane.object
 
@@ -139,3 +142,35 @@ def test_a_long_logs_hidden_lines_still_count_their_preemptions(monkeypatch):
 def test_the_page_builds_with_every_change():
     page = build_app(ExplorableState(pool_gib=64.0, allocation="reserve", declared_multiple=2.0), sync=False)
     assert page.views["controls"].pool_warning.visible
+
+
+def test_the_gpu_memory_widgets_follow_a_step_without_writing_back():
+    from explorable.views.guide import MEMORY_STEPS, step_settings
+
+    state = ExplorableState()
+    controls = Controls(state=state)
+    switch, slider = controls.utilization.switch, controls.utilization.slider
+    state.param.update(**step_settings(state, 1, MEMORY_STEPS))  # as a guided step sets every control at once
+    assert state.gpu_memory_utilization == 0.23 and slider.value == 0.23 and switch.value == "set"
+    assert "GPU KV cache size: 12,832 tokens" in controls.cache_line.pane.object
+    assert controls.pool_note.visible
+    switch.value = "unset"  # the reader picks the GiB slider
+    assert state.gpu_memory_utilization is None and state.trace.config.pool_source == "pool_gib"
+    assert not controls.pool_note.visible
+    switch.value = "set"  # and back: the slider's last value
+    assert state.gpu_memory_utilization == 0.23
+
+
+def test_a_page_without_the_memory_guide_names_it_where_it_would_be():
+    from explorable.page.layout import ExplorableApp
+    from explorable.views.guide import GUIDES
+
+    def said(app) -> list[str]:
+        return [p.object for p in pn.panel(app).select(pn.pane.HTML) if "data-absent=" in str(p.object)]
+
+    memory = next(spec for spec in GUIDES if spec.key == "memory_guide")
+    served = ExplorableApp(state=ExplorableState())
+    assert memory in served.guide_specs() and said(served) == []
+    static = ExplorableApp(state=ExplorableState(), traffic=False, prefix=False, memory=False)  # as the static build
+    assert memory not in static.guide_specs() and "memory_guide" not in static.views
+    assert said(static) == [f'<p class="guide-absent muted" data-absent="memory_guide">{memory.absent}</p>']

@@ -80,11 +80,16 @@ query = st.dictionaries(name, raw_value, max_size=14)
 INVALID = object()
 
 
+UNSET = ("", "none", "null", "default")  # how a link leaves an optional control (default None) unset
+
+
 def expected(name: str, raw):
     if isinstance(raw, (list, tuple)):
         raw = raw[-1] if raw else ""
     p = P[name]
     v = raw.strip() if isinstance(raw, str) else raw
+    if p.default is None and (v is None or (isinstance(v, str) and v.lower() in UNSET)):
+        return None
     if isinstance(p, param.Boolean):
         words = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
         if isinstance(v, bool):
@@ -123,6 +128,8 @@ def assert_valid_and_runnable(state: ExplorableState) -> None:
             assert isinstance(v, bool), (n, v)
         elif isinstance(p, param.Selector):
             assert v in p.objects, (n, v)
+        elif v is None:
+            assert p.allow_None and p.default is None, (n, v)
         else:
             assert not isinstance(v, bool) and isinstance(v, int if isinstance(p, param.Integer) else (int, float)), (n, v)
             assert math.isfinite(v) and p.bounds[0] <= v <= p.bounds[1], (n, v)

@@ -262,7 +262,9 @@ def test_the_share_link_follows_the_state_and_the_fixed_advanced_controls_say_so
         page.locator(".advanced").first.get_by_text("Advanced").click()
         note = page.locator(".fixed-note").first
         sync_api.expect(note).to_contain_text("static build")
-        for said in ("Qwen3-8B", "H100 SXM", "--max-num-batched-tokens: 8,192", "traffic: all-at-once"):
+        # (a choice by the label the served sidebar gives it; an unset setting says unset)
+        for said in ("Qwen3-8B", "H100 SXM", "--max-num-batched-tokens: 8,192", "traffic: all at once",
+                     "--gpu-memory-utilization: unset"):
             sync_api.expect(note).to_contain_text(said)
         assert page.locator(".advanced select").count() == 0 and page.locator(".ctl-arrival").count() == 0
     finally:

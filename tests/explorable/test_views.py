@@ -306,3 +306,14 @@ def test_runs_are_cached_across_sessions():
     a = runs.run(RunConfig(max_num_seqs=64))
     b = runs.run(RunConfig(max_num_seqs=64))
     assert a is b
+
+
+def test_the_pool_curve_moves_a_pool_sized_by_utilization_by_hand_through_the_same_point():
+    from engine import RunConfig, simulate
+    from explorable.views.curves import curve_base
+
+    cfg = RunConfig(gpu_memory_utilization=0.26, max_num_seqs=512, kv_cache_dtype="fp8", tensor_parallel_size=2)
+    base = curve_base(cfg, "pool_gib")
+    assert base.pool_source == "pool_gib" and base.num_gpu_blocks == cfg.num_gpu_blocks
+    assert simulate(base).summary()["throughput_tok_s"] == simulate(cfg).summary()["throughput_tok_s"]
+    assert curve_base(cfg, "max_num_seqs") is cfg

@@ -89,3 +89,61 @@ def test_a_malformed_preset_file_is_refused(tmp_path):
     path.write_text('{"name": "x", "effective_bandwidth": -1}')
     with pytest.raises(LiveError, match="non-negative numbers"):
         load_gpu_spec(path, register=False)
+
+
+def test_a_calibration_that_measured_memory_replaces_the_estimates(tmp_path, monkeypatch):
+    # What a live run on an H200 would save (engine/live/memory_probe.py): bytes, for Qwen3-8B on one GPU.
+    import dataclasses
+
+    from engine import RunConfig
+    from engine.presets import GPUS
+
+    measured = {"model": "Qwen3-8B", "device": "NVIDIA H200", "total_memory": 150_119_137_280,
+                "weights_memory": 16_381_470_720, "activation_peak": 1_000_000_000, "max_num_batched_tokens": 4096,
+                "non_torch_memory": 300_000_000}
+    spec = dataclasses.replace(GPUS["H200"], name="H200 (measured)", extra={"memory": measured})
+    path = tmp_path / "h200.json"
+    save_gpu_spec(spec, path)
+    loaded = load_gpu_spec(path, register=False)
+    assert loaded.total_memory_gib == GPUS["H200"].total_memory_gib and loaded.nvlink_bandwidth == 450e9
+    monkeypatch.setitem(GPUS, loaded.name, loaded)
+    p = RunConfig(gpu=loaded.name, gpu_memory_utilization=0.9).memory_profile
+    assert p.source == "measured on NVIDIA H200" and p.total_memory == 150_119_137_280
+    assert p.activation_peak == 2_000_000_000  # measured at 4,096 tokens, scaled to the run's 8,192
+    expected = int(150_119_137_280 * 0.9 - 16_381_470_720 - 2_000_000_000 - 300_000_000)
+    assert p.available_kv_cache_memory == expected and p.num_gpu_blocks == expected // (16 * 147_456)
+    # Another model on the same GPU keeps the estimates.
+    assert RunConfig(gpu=loaded.name, model="Llama-3.1-8B", gpu_memory_utilization=0.9).memory_profile.source == \
+        "estimated"
+
+
+def test_a_malformed_measured_memory_is_one_line(tmp_path):
+    import dataclasses
+
+    from engine.presets import GPUS
+
+    spec = dataclasses.replace(GPUS["H200"], name="bad", extra={"memory": {"model": "Qwen3-8B", "total_memory": "x"}})
+    path = tmp_path / "bad.json"
+    save_gpu_spec(spec, path)
+    with pytest.raises(LiveError, match="extra.memory needs a model name"):
+        load_gpu_spec(path, register=False)
+
+
+def test_the_live_cli_reports_the_pool_its_measured_memory_gives():
+    import dataclasses
+
+    from engine.live.cli import _measured_memory
+
+    measured = {"model": "Qwen3-8B", "device": "NVIDIA H200", "total_memory": 150_119_137_280,
+                "weights_memory": 16_381_470_720, "activation_peak": 1_000_000_000, "max_num_batched_tokens": 8192,
+                "non_torch_memory": 300_000_000}
+    spec = dataclasses.replace(GPUS["H200"], name="H200 (measured, test)", extra={"memory": measured})
+    GPUS[spec.name] = spec
+    try:
+        out = _measured_memory(simulate(RunConfig(model="tiny", requests=4)), spec)
+    finally:
+        del GPUS[spec.name]
+    blocks = int(150_119_137_280 * 0.9 - 16_381_470_720 - 1_000_000_000 - 300_000_000) // (16 * 147_456)
+    assert out["calibrated_kv_cache_tokens"] == blocks * 16
+    assert out["calibrated_memory_profile"]["source"] == "measured on NVIDIA H200"
+    assert _measured_memory(simulate(RunConfig(model="tiny", requests=4)), GPUS["H200"]) == {}

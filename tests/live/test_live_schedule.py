@@ -171,3 +171,15 @@ def test_prefix_caching_shares_pages_and_keeps_the_simulators_schedule():
             seen_shared |= bool(owners)
         sched.complete(plan)
     assert seen_shared
+
+
+def test_live_mode_refuses_what_one_gpu_cannot_run_and_serves_what_max_model_len_lets_in():
+    from engine.live.errors import LiveError
+
+    for changes, said in (({"tensor_parallel_size": 2}, "runs on one GPU"), ({"kv_cache_dtype": "fp8"}, "fp8")):
+        with pytest.raises(LiveError, match=said):
+            run_live(tight_config(**changes), model_preset="tiny", device="cpu")
+    cfg = tight_config(max_model_len=int(np.median(tight_config().build_workload().prompt_len)) + 8)
+    sim = simulate(cfg)
+    assert sim.summary()["refused_requests"] > 0
+    assert run_live(cfg, model_preset="tiny", device="cpu").summary()["trace_digest"] == sim.summary()["trace_digest"]
