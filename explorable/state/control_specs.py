@@ -87,7 +87,8 @@ class ControlSpec:
         common = {"default": self.default, "label": s.label, "doc": s.doc or s.help}
         if s.kind is bool:
             return param.Boolean(**common)
-        if s.choices or (s.optional and s.ui and None in s.ui):  # an optional number offered as a few values
+        # An optional number offered as a few named values (--max-model-len), not as a slider's (lo, hi, step).
+        if s.choices or (s.optional and s.ui and s.choice_labels):
             choices = s.ui or s.allowed()
             return param.Selector(objects=dict(zip(s.choice_labels, choices)) if s.choice_labels else list(choices),
                                   **common)
