@@ -53,7 +53,9 @@ def test_a_calibration_on_an_h100_pcie_keeps_the_pcie_datasheet():
     pass_flops = rng.uniform(1e12, 1e14, 50)
     gpu_ms = 1e3 * (1e-3 + pass_bytes / 1.8e12)
     passes = SimpleNamespace(pass_bytes=pass_bytes, pass_flops=pass_flops, gpu_ms=gpu_ms)
-    live = SimpleNamespace(passes=passes, device="NVIDIA H100 PCIe", live_spec=MODELS["Qwen3-8B"], dtype="bf16")
+    # memory=None: a run without the start-up memory probe, as LiveStats has by default
+    live = SimpleNamespace(passes=passes, device="NVIDIA H100 PCIe", live_spec=MODELS["Qwen3-8B"], dtype="bf16",
+                           memory=None)
     trace = SimpleNamespace(config=RunConfig(), live=live)
     spec = calibrate_from_trace(trace)
     assert spec.datasheet_bandwidth == GPUS["H100 PCIe"].datasheet_bandwidth
