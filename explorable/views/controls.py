@@ -36,7 +36,7 @@ def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widg
     if isinstance(p, param.Selector):
         options = dict(p.names) if p.names else list(p.objects)
         kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels and not spec.dropdown else pn.widgets.Select
-        extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else dict(name=p.label)
+        extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else dict(label=p.label)
         return kind(options=options, value=getattr(state, spec.name), description=p.doc, **CHOICE_LAYOUT,
                     **extra, **common)
     return _slider(state, spec, p, common)
