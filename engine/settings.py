@@ -152,6 +152,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
             "v0.33's admission gate: the whole prompt must fit in free blocks",
             "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
+    Setting("async_scheduling", bool, "async scheduling (vLLM 0.14+ default)",
+            "vLLM's --async-scheduling: plan pass N+1 while pass N runs, against output placeholders; a finished "
+            "request's blocks come back one pass later",
+            "vLLM's AsyncScheduler (on by default since 0.14): the next pass is planned while this one runs, so the "
+            "host's share of a pass is hidden, and a finished request's blocks come back one pass later."),
     Setting("arrival", str, "traffic",
             "how requests arrive: all at once at 0 s, at --request-rate (a seeded gamma process, as vllm bench serve "
             "draws it), or at the workload file's times (default: rate when --request-rate is given, workload when "
