@@ -40,6 +40,7 @@ class RunConfig:
     scheduler_reserve_full_isl: bool = False
     # vLLM's AsyncScheduler behind a batch queue of two (its default since 0.14); off: the article's synchronous engine.
     async_scheduling: bool = False
+    vllm_version: str = "0.11"  # the release whose defaults the run started from (engine/versions.py)
     # A workload file (CSV/JSON) or an in-memory Workload; None generates one from requests/spread/seed.
     workload: str | Workload | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings
