@@ -127,14 +127,13 @@ def test_async_scheduling_frees_a_finished_request_s_blocks_one_pass_later():
 
 def test_async_scheduling_hides_the_host_share_of_each_pass():
     """Same schedule shape, each pass shorter by the cost model's host share (engine/cost_model.py)."""
-    from engine.cost_model import run_cost_vector
-    from kernels import scheduler_core as core
+    from engine.cost_model import HOST_SHARE_OF_OVERHEAD
 
     wl = Workload(np.array([64]), np.array([8]))
     cfg = RunConfig(workload=wl)
     sync, overlap = simulate(cfg), simulate(cfg.replace(async_scheduling=True))
     assert sync.n_tokens.tolist() == overlap.n_tokens.tolist()
-    host = run_cost_vector(cfg)[core.C_HOST]
+    host = HOST_SHARE_OF_OVERHEAD * cfg.gpu_spec.pass_overhead_s
     assert host > 0
     np.testing.assert_allclose(sync.pass_duration - overlap.pass_duration, host, rtol=1e-12)
 
