@@ -19,10 +19,13 @@ from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, 
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
+from engine.versions import VERSIONS, settings_for
 from engine.bench_report import bench_block, latency_table_columns
 from engine.workload import WorkloadError, load_workload
 
 _DEFAULTS = RunConfig()
+# The settings a --vllm-version sets (each release sets the same ones).
+VERSIONED = tuple(next(iter(VERSIONS.values())).settings)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +54,9 @@ def _add_run_flags(p: argparse.ArgumentParser, trace_out: bool = True) -> None:
             p.add_argument(s.flag, type=int, default=None, help=s.help)
         elif s.kind is bool:
             # --x / --no-x, as vLLM spells its switches (--enable-prefix-caching / --no-enable-prefix-caching).
-            p.add_argument(s.flag, action=argparse.BooleanOptionalAction, default=default, help=s.help)
+            # A setting a vLLM version sets is None until given: --vllm-version then says it.
+            p.add_argument(s.flag, action=argparse.BooleanOptionalAction,
+                           default=None if s.name in VERSIONED else default, help=s.help)
         elif s.kind is str and s.choices and not callable(s.choices):
             p.add_argument(s.flag, choices=s.allowed(), default=default, help=s.help)
         else:
@@ -106,7 +111,11 @@ def request_values(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]
 
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> RunConfig:
     plain = {name: getattr(args, name) for name in SETTINGS if name not in _TRAFFIC_FLAGS}
-    return RunConfig(**{**plain, **overrides, **traffic_values(args, **overrides), **request_values(args, **overrides)})
+    values = {**plain, **overrides}
+    # --vllm-version's defaults, for its settings not given as flags (a sweep's value is checked first)
+    SETTINGS["vllm_version"].check(values["vllm_version"])
+    values.update(settings_for(values["vllm_version"], **{k: values[k] for k in VERSIONED}))
+    return RunConfig(**{**values, **traffic_values(args, **overrides), **request_values(args, **overrides)})
 
 
 def format_summary(summary: dict[str, Any]) -> str:

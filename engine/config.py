@@ -38,6 +38,9 @@ class RunConfig:
     gpu: str = DEFAULT_GPU
     num_gpu_blocks_override: int | None = None
     scheduler_reserve_full_isl: bool = False
+    # vLLM's AsyncScheduler behind a batch queue of two (its default since 0.14); off: the article's synchronous engine.
+    async_scheduling: bool = False
+    vllm_version: str = "0.11"  # the release whose defaults the run started from (engine/versions.py)
     # A workload file (CSV/JSON) or an in-memory Workload; None generates one from requests/spread/seed.
     workload: str | Workload | None = None
     max_model_len: int | None = None  # None: the model's max_position_embeddings

@@ -22,6 +22,11 @@ from kernels import scheduler_core as core
 
 
 ALL_REDUCES_PER_LAYER = 2
+# The host's share of the per-pass overhead (scheduling, preparing inputs, processing sampled tokens), which
+# async scheduling overlaps with the GPU's work on the previous pass. An assumption, not a measurement: vLLM's
+# the overhead's split is not calibrated (the live fit measures the sum): half host, half GPU (kernel launches,
+# sampling) is the stated guess. Async off, it changes nothing.
+HOST_SHARE_OF_OVERHEAD = 0.5
 
 
 def cost_vector(model: ModelSpec, gpu: GPUSpec | None, kv_bytes_per_token: int | None = None,
@@ -38,6 +43,7 @@ def cost_vector(model: ModelSpec, gpu: GPUSpec | None, kv_bytes_per_token: int |
     cost[core.C_ATTN] = model.attention_flops_per_pair / tp  # each GPU has num_q_heads / tp query heads
     if gpu is not None:
         cost[core.C_OVERHEAD] = gpu.pass_overhead_s
+        cost[core.C_HOST] = HOST_SHARE_OF_OVERHEAD * gpu.pass_overhead_s
         cost[core.C_BANDWIDTH] = gpu.effective_bandwidth
         cost[core.C_FLOPS] = gpu.effective_flops
         if tp > 1:
@@ -65,9 +71,11 @@ def _work(new_tokens: np.ndarray, computed_before: np.ndarray) -> np.ndarray:
     return out
 
 
-def plan_seconds(cost: np.ndarray, plan) -> float:
-    """Predicted duration of a scheduled pass (a `StepPlan`), with a `cost_vector`."""
-    return float(core.pass_seconds(cost, _work(plan.new_tokens, plan.computed_before), plan.num_seqs))
+def plan_seconds(cost: np.ndarray, plan, overlapped: bool = False) -> float:
+    """Predicted duration of a scheduled pass (a `StepPlan`), with a `cost_vector`; overlapped: with async
+    scheduling, whose host share runs beside the previous pass (core.overlapped_seconds)."""
+    seconds = core.pass_seconds(cost, _work(plan.new_tokens, plan.computed_before), plan.num_seqs)
+    return float(core.overlapped_seconds(cost, seconds) if overlapped else seconds)
 
 
 def pass_seconds(model: ModelSpec, gpu: GPUSpec, new_tokens: np.ndarray, computed_before: np.ndarray) -> float:

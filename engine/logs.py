@@ -9,6 +9,7 @@ import numpy as np
 
 from engine.config import RunConfig, refusal_message, refused_requests
 from engine.trace import Event, Trace, max_concurrency
+from engine.versions import VERSIONS
 
 LOG_STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL default
 
@@ -79,6 +80,7 @@ def serve_command(cfg: RunConfig) -> str:
     parts += _memory_flags(cfg)
     if not cfg.enable_prefix_caching:  # vLLM V1 caches by default: these figures are for a server that does not
         parts.append("--no-enable-prefix-caching")
+    parts += [flag for flag, _ in _scheduling_flags(cfg)]
     return "$ " + " ".join(parts)
 
 
@@ -103,7 +105,20 @@ def serve_command_notes(cfg: RunConfig) -> list[str]:
                      f"{cfg.block_size}-token blocks (block 0 included) instead of sized from GPU memory")
     if cfg.block_size != 16:
         notes.append(f"# --block-size {cfg.block_size}: tokens per KV cache block (vLLM's default is 16)")
-    return notes + _memory_notes(cfg)
+    return notes + _memory_notes(cfg) + [f"# {flag}: {why}" for flag, why in _scheduling_flags(cfg)]
+
+
+def _scheduling_flags(cfg: RunConfig) -> list[tuple[str, str]]:
+    """(flag, why) for the scheduling switches the run sets: --async-scheduling whenever it is on (a reader of
+    any version sees it), --no-async-scheduling where the chosen release would turn it on."""
+    default = VERSIONS[cfg.vllm_version].settings["async_scheduling"]
+    if cfg.async_scheduling:
+        return [("--async-scheduling", "pass N+1 is planned while pass N runs; a finished request's blocks come "
+                                       "back one pass later")]
+    if default:
+        return [("--no-async-scheduling", f"vLLM {cfg.vllm_version} schedules asynchronously by default; this "
+                                          "run is synchronous")]
+    return []
 
 
 def _memory_flags(cfg: RunConfig) -> list[str]:

@@ -7,6 +7,7 @@ purpose: nothing in the product calls it; the tests use it as their oracle and t
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.config import RunConfig, check_servable, served_requests
@@ -44,6 +45,9 @@ class Request:
     num_cached_blocks: int = 0
     most_computed: int = 0
     cache_hits: int = 0
+    # Async scheduling: vLLM's num_output_placeholders, tokens scheduled to be sampled whose output is not
+    # processed yet (num_computed_tokens counts their positions, num_output_tokens does not).
+    placeholders: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -64,6 +68,7 @@ class Request:
 @dataclass
 class PassRecord:
     scheduled: list[tuple[int, int]] = field(default_factory=list)  # (request id, new tokens)
+    samples: list[bool] = field(default_factory=list)  # per scheduled request: its chunk reaches its end
     preempted: list[int] = field(default_factory=list)
     output_tokens: int = 0
     admitted: list[tuple[int, int]] = field(default_factory=list)  # (request id, tokens from the prefix cache)
@@ -171,6 +176,7 @@ class ReferenceScheduler:
         self.pool_tokens = cfg.usable_blocks * cfg.block_size
         self.reserved = 0
         self.batch_open = False
+        self.overlap = cfg.async_scheduling
         self.digest = _FNV_OFFSET
         self.passes: list[PassRecord] = []
 
@@ -225,7 +231,12 @@ class ReferenceScheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            n = min(req.num_tokens - req.num_computed_tokens, budget)
+            if self.overlap and req.placeholders > 0 and \
+                    req.num_computed_tokens + 2 - req.placeholders >= req.prompt_len + req.output_len:
+                i += 1  # async: its last token is in flight; no step past max_tokens (it keeps its blocks)
+                continue
+            want = req.num_tokens + req.placeholders - req.num_computed_tokens  # a decode runs on the placeholder
+            n = min(want, budget)
             need = cfg.blocks_for(req.num_computed_tokens + n) - req.blocks
             evicted_self = False
             while need > self.free_blocks:
@@ -238,9 +249,12 @@ class ReferenceScheduler:
             if evicted_self:
                 break
             self.take(req, need)
-            if self.caching:
-                self.pool.cache_full_blocks(req, req.num_computed_tokens + n, cfg.block_size)
+            if self.caching:  # (a placeholder's position holds no known token yet: not hashed)
+                self.pool.cache_full_blocks(req, min(req.num_computed_tokens + n, req.num_tokens), cfg.block_size)
+                self.count_recomputed(req, req.num_computed_tokens, req.num_computed_tokens + n)
             record.scheduled.append((req.id, n))
+            record.samples.append(n == want)
+            req.placeholders += self.overlap and n == want
             req.num_computed_tokens += n
             budget -= n
             i += 1
@@ -280,9 +294,12 @@ class ReferenceScheduler:
             self.take(req, need)
             if self.caching:
                 self.pool.cache_full_blocks(req, cached + n, cfg.block_size)
+                self.count_recomputed(req, cached, cached + n)
             if cfg.allocation == "reserve":
                 self.reserved += req.reserve
             record.scheduled.append((req.id, n))
+            record.samples.append(cached + n == req.num_tokens)
+            req.placeholders = int(self.overlap and cached + n == req.num_tokens)
             record.admitted.append((req.id, cached))
             req.num_computed_tokens = cached + n
             budget -= n
@@ -298,30 +315,64 @@ class ReferenceScheduler:
         self.digest = _mix(h, 0x7FFFFFFFFF)
 
     def complete(self, record: PassRecord) -> None:
+        """`update_from_output()`: every request whose chunk reached its end gets its token; those at their length
+        finish and free their blocks. With async scheduling this runs after the next pass was scheduled: a
+        request preempted in between keeps its token (and may finish, in waiting)."""
         by_id = self.requests
-        for rid, n in record.scheduled:
+        for (rid, n), samples in zip(record.scheduled, record.samples):
             req = by_id[rid]
-            if self.caching:
-                self.count_recomputed(req, req.num_computed_tokens - n, req.num_computed_tokens)
-            if req.num_computed_tokens == req.num_tokens:
-                record.output_tokens += 1
-                req.num_output_tokens += 1
-                if req.num_output_tokens >= req.output_len:
-                    req.status = "FINISHED"
-                    self.release(req)
-                    if self.cfg.allocation == "reserve":
-                        self.reserved -= req.reserve
+            if not samples:
+                continue
+            record.output_tokens += 1
+            req.num_output_tokens += 1
+            if self.overlap:
+                req.placeholders -= 1
+                if self.caching and req.status == "RUNNING":  # vLLM caches what the token made known
+                    self.pool.cache_full_blocks(req, req.num_computed_tokens - req.placeholders, self.cfg.block_size)
+            if req.num_output_tokens >= req.output_len:
+                req.status = "FINISHED"
+                self.release(req)
+                if self.cfg.allocation == "reserve":
+                    self.reserved -= req.reserve
         self.running = [r for r in self.running if r.status != "FINISHED"]
+        if any(r.status == "FINISHED" for r in self.waiting):
+            self.waiting = deque(r for r in self.waiting if r.status != "FINISHED")
 
-    def run(self, max_passes: int = MAX_PASSES, check: bool = True) -> list[PassRecord]:
+    def run(self, max_passes: int = MAX_PASSES, check: bool = True, arrival_s: Sequence[float] | None = None,
+            starts: Sequence[float] | None = None) -> list[PassRecord]:
+        """Schedule and complete until every request finished. With async scheduling in the batch queue's order
+        (vLLM's EngineCore.step_with_batch_queue, two batches): schedule pass p, then complete pass p - 1; a
+        schedule that finds nothing to run while a pass is in flight is no pass, only that pass's completion.
+
+        With `arrival_s` (per request) and `starts` (each pass's start, from a clock this class does not keep),
+        a request joins waiting before the first pass that starts at or after its arrival."""
         unfinished = len(self.requests)
+        in_flight: PassRecord | None = None
+        arriving = deque(self.waiting) if arrival_s is not None else deque()
+        if arrival_s is not None:
+            self.waiting.clear()
         while unfinished and len(self.passes) < max_passes:
+            while arriving and arrival_s[arriving[0].id] <= starts[len(self.passes)]:
+                self.waiting.append(arriving.popleft())
+            digest = self.digest
             record = self.schedule()
-            self.complete(record)
-            self.passes.append(record)
+            if not self.overlap:
+                self.complete(record)
+                self.passes.append(record)
+            elif in_flight is not None and not record.scheduled and not record.preempted:
+                self.digest = digest
+                self.complete(in_flight)
+                in_flight = None
+            else:
+                self.passes.append(record)
+                if in_flight is not None:
+                    self.complete(in_flight)
+                in_flight = record
             unfinished = sum(r.status != "FINISHED" for r in self.requests)
             if check:  # block conservation, stated where the blocks are counted
                 self.check_blocks()
+        if in_flight is not None:
+            self.complete(in_flight)
         return self.passes
 
     def check_blocks(self) -> None:

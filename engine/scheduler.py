@@ -90,6 +90,7 @@ def scheduler_params(cfg: RunConfig, block_ids: bool = True) -> np.ndarray:
     params[core.P_FULL_ISL] = bool(cfg.scheduler_reserve_full_isl)
     params[core.P_BLOCK_IDS] = block_ids or cfg.enable_prefix_caching
     params[core.P_PREFIX_CACHING] = cfg.enable_prefix_caching
+    params[core.P_ASYNC] = cfg.async_scheduling
     return params
 
 
@@ -138,8 +139,10 @@ class Scheduler:
             core.hold_arrivals(self._tables.state)
         self.now = 0.0  # the start of the next pass, on the serving loop's clock
         n = self.workload.num_requests
-        self._out = np.zeros((core.NUM_OUT_ROWS, n), dtype=np.int64)
-        self._counts = np.zeros(core.NUM_COUNTS, dtype=np.int64)
+        # Two halves with async scheduling: the batch queue's two passes (one scheduled, one in flight).
+        self._outs = np.zeros((2, core.NUM_OUT_ROWS, n), dtype=np.int64)
+        self._all_counts = np.zeros((2, core.NUM_COUNTS), dtype=np.int64)
+        self._slot = 0  # the half the next schedule() writes
         self._passes = np.zeros((64, core.NUM_PASS_FIELDS), dtype=np.int64)
         self._seconds = np.zeros(64, dtype=np.float64)
         self._starts = np.zeros(64, dtype=np.float64)
@@ -147,8 +150,10 @@ class Scheduler:
         self._sampled = np.empty(int(self.workload.output_len.sum()), dtype=np.int32)
         self._events = np.zeros((8 * n + 16, core.NUM_EVENT_FIELDS), dtype=np.int64)
         self._num_events = 0
-        self._pending: StepPlan | None = None
-        self.num_passes = 0
+        self._pending: list[tuple[StepPlan, int]] = []  # scheduled, output not processed: (plan, its half), oldest first
+        self._digest_before = 0  # the digest before the last schedule() (discard() puts it back)
+        self.num_scheduled = 0  # passes scheduled (and kept)
+        self.num_passes = 0  # passes whose output has been processed
 
     @property
     def finished(self) -> bool:
@@ -194,16 +199,22 @@ class Scheduler:
         at = int(state[core.CACHE_AT]) + core.R_REF
         return self._tables.blocks[at:at + size * core.NUM_BLOCK_REGIONS:core.NUM_BLOCK_REGIONS].copy()
 
+    @property
+    def in_flight(self) -> int:
+        """Passes scheduled whose output has not been processed (at most 1, or 2 with async scheduling)."""
+        return len(self._pending)
+
     def schedule(self) -> StepPlan:
-        if self._pending is not None:
+        if len(self._pending) >= (2 if self.config.async_scheduling else 1):
             raise RuntimeError("complete() the previous step before scheduling the next")
-        p = self.num_passes
+        p = self.num_scheduled
         if p == self._passes.shape[0]:
             self._passes = core.grow_rows(self._passes, 2 * p)
             self._seconds = core.grow_rows(self._seconds, 2 * p)
             self._starts = core.grow_rows(self._starts, 2 * p)
         self._starts[p] = self.now
-        o, c = self._out, self._counts
+        o, c = self._outs[self._slot], self._all_counts[self._slot]
+        self._digest_before = int(self._tables.state[core.DIGEST])
         core.begin_pass(self.params, *self._tables, o, c, self._passes, p, self._sampled)
         n_sched, n_adm = c[core.N_SCHED], c[core.N_ADM]
         ids = o[core.OUT_REQ, :n_sched].copy()
@@ -215,23 +226,41 @@ class Scheduler:
             block_tables=core.gather_tables(self._tables.req, self._tables.blocks, ids, n_sched),
             num_blocks=self._tables.req[ids, core.HELD],
         )
-        self._pending = plan
+        self._pending.append((plan, self._slot))
+        self.num_scheduled += 1
+        if self.config.async_scheduling:
+            self._slot = 1 - self._slot
         return plan
 
-    def complete(self, plan: StepPlan, seconds: float = 0.0) -> StepOutcome:
-        """Sample, finish and free after the pass `plan` ran in `seconds`; record the pass."""
-        if plan is not self._pending:
-            raise RuntimeError("complete() takes the plan the last schedule() returned")
+    def discard(self, plan: StepPlan) -> None:
+        """Forget the pass just scheduled, which scheduled and preempted nothing (async scheduling: vLLM's empty
+        batch while a pass is in flight is no pass)."""
+        if not self._pending or plan is not self._pending[-1][0] or plan.num_seqs or len(plan.preempted):
+            raise RuntimeError("discard() takes an empty plan the last schedule() returned")
+        self._tables.state[core.DIGEST] = self._digest_before
+        self._slot = self._pending.pop()[1]
+        self.num_scheduled -= 1
+
+    def ran(self, plan: StepPlan, seconds: float) -> None:
+        """The pass `plan` ran in `seconds`: the clock moves on (before its output is processed, with async)."""
+        self._seconds[plan.index] = seconds
+        self.now += seconds
+
+    def complete(self, plan: StepPlan, seconds: float | None = 0.0) -> StepOutcome:
+        """Sample, finish and free after the pass `plan` ran in `seconds` (None: ran() has said it); record the
+        pass. Passes complete in the order they were scheduled."""
+        if not self._pending or plan is not self._pending[0][0]:
+            raise RuntimeError("complete() takes the oldest plan schedule() returned")
         n = self.workload.num_requests
         if self._num_events + 5 * n > self._events.shape[0]:
             self._events = core.grow_rows(self._events, 2 * self._events.shape[0] + 5 * n)
-        o, c, p = self._out, self._counts, plan.index
+        slot, p = self._pending.pop(0)[1], plan.index
+        o, c = self._outs[slot], self._all_counts[slot]
         self._num_events = core.end_pass(self.params, *self._tables, o, c, self._passes, p, self._events,
                                          self._num_events)
-        self._seconds[p] = seconds
-        self._pending = None
+        if seconds is not None:
+            self.ran(plan, seconds)
         self.num_passes += 1
-        self.now += seconds
         return StepOutcome(o[core.OUT_FIN, :c[core.N_FIN]].copy(), o[core.OUT_FIRST, :c[core.N_FIRST]].copy(),
                            int(c[core.N_SAMPLED]))
 

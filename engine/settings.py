@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine.presets import GPUS, MODELS
+from engine.versions import VERSIONS
 from engine.workload import MAX_REQUEST_TOKENS, MAX_WORKLOAD_REQUESTS, Workload
 
 ALLOCATIONS = ("on-demand", "reserve")
@@ -152,6 +153,18 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("scheduler_reserve_full_isl", bool, "admit only if the whole prompt fits (vLLM v0.33 gate)",
             "v0.33's admission gate: the whole prompt must fit in free blocks",
             "vLLM v0.33's scheduler_reserve_full_isl. Off reproduces v0.11, which checks the first chunk only."),
+    Setting("async_scheduling", bool, "async scheduling (vLLM 0.14+ default)",
+            "vLLM's --async-scheduling: plan pass N+1 while pass N runs, against output placeholders; a finished "
+            "request's blocks come back one pass later",
+            "vLLM's AsyncScheduler (on by default since 0.14): the next pass is planned while this one runs, so the "
+            "host's share of a pass is hidden, and a finished request's blocks come back one pass later."),
+    Setting("vllm_version", str, "vLLM version",
+            "the vLLM release whose scheduling defaults to start from: " + "; ".join(
+                f"{v.key}: {v.label}" for v in VERSIONS.values()) + " (--async-scheduling and "
+            "--scheduler-reserve-full-isl given beside it win)",
+            "Which vLLM the page mirrors. 0.11 is the article's synchronous engine (every figure of the course); "
+            "0.34's defaults add async scheduling and the full-prompt admission gate.",
+            choices=tuple(VERSIONS), choice_labels=tuple(v.label for v in VERSIONS.values())),
     Setting("arrival", str, "traffic",
             "how requests arrive: all at once at 0 s, at --request-rate (a seeded gamma process, as vllm bench serve "
             "draws it), or at the workload file's times (default: rate when --request-rate is given, workload when "

@@ -37,9 +37,10 @@ class RooflineClock:
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cost = run_cost_vector(cfg)
+        self.overlapped = cfg.async_scheduling  # the host's share of each pass hidden behind the last one
 
     def execute(self, plan: StepPlan) -> float:
-        return plan_seconds(self.cost, plan)
+        return plan_seconds(self.cost, plan, self.overlapped)
 
     def completed(self, plan: StepPlan, outcome: StepOutcome) -> None:
         pass
@@ -47,18 +48,33 @@ class RooflineClock:
 
 def serve(scheduler: Scheduler, executor: Executor) -> Scheduler:
     """Run passes until every request has finished: let in arrivals, schedule, execute on the executor's
-    clock, complete. The clock is the sum of the passes' durations plus the idle gaps waited out."""
+    clock, complete. The clock is the sum of the passes' durations plus the idle gaps waited out.
+
+    With async scheduling the order is EngineCore.step_with_batch_queue's with a queue of two: schedule pass p,
+    run it, then process pass p - 1's output; a schedule that finds nothing to run while a pass is in flight
+    is no pass: it only lets that pass's output be processed (as core.run_to_completion does)."""
     wait = getattr(executor, "wait", None)
+    overlap = scheduler.config.async_scheduling
+    in_flight: StepPlan | None = None
     while not scheduler.finished:
-        if scheduler.num_passes >= MAX_PASSES:
+        if scheduler.num_scheduled >= MAX_PASSES:
             raise SimulationError(f"run stopped after {MAX_PASSES:,} passes with requests unfinished")
         now = scheduler.now
         start = scheduler.add_arrivals(now)
         if start > now and wait is not None:
             wait(start - now)
         plan = scheduler.schedule()
-        outcome = scheduler.complete(plan, executor.execute(plan))
-        executor.completed(plan, outcome)
+        if not overlap:
+            executor.completed(plan, scheduler.complete(plan, executor.execute(plan)))
+            continue
+        empty = in_flight is not None and plan.num_seqs == 0 and not len(plan.preempted)
+        if empty:
+            scheduler.discard(plan)
+        else:
+            scheduler.ran(plan, executor.execute(plan))
+        if in_flight is not None:
+            executor.completed(in_flight, scheduler.complete(in_flight, None))
+        in_flight = None if empty else plan
     return scheduler
 
 

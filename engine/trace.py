@@ -28,6 +28,8 @@ SUMMARY_KEYS = (
     # the memory-wall fixes: their settings as served, and what they cost in GPUs
     "max_model_len", "gpu_memory_utilization", "kv_cache_dtype", "tensor_parallel_size", "num_gpus",
     "throughput_per_gpu_tok_s", "kv_cache_gib", "refused_requests",
+    # the vLLM release the run mirrors and the scheduling settings its defaults set (engine/versions.py)
+    "vllm_version", "async_scheduling", "scheduler_reserve_full_isl",
 )
 
 
@@ -244,6 +246,8 @@ class Trace:
             "trace_digest": self.digest,
             **self._cache_summary(),
             **self._memory_summary(),
+            "vllm_version": self.config.vllm_version, "async_scheduling": self.config.async_scheduling,
+            "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,
             **(latency_summary(self.timing(), makespan, self.config.slo_targets) if self.sampled is not None else {}),
         }
 
@@ -293,6 +297,7 @@ class Trace:
             "block_size": self.config.block_size, "num_gpu_blocks": self.config.num_gpu_blocks,
             "scheduler_reserve_full_isl": self.config.scheduler_reserve_full_isl,
             "enable_prefix_caching": self.config.enable_prefix_caching,
+            "async_scheduling": self.config.async_scheduling, "vllm_version": self.config.vllm_version,
             "summary": self.summary(),
         }
 

@@ -18,8 +18,10 @@ keep_freed_heap()  # a run's tables reuse the last run's pages (see kernels/heap
 
 # Per-request columns of the `req` table; those every pass reads come first (one cache line of a row).
 (PROMPT, OUTPUT, COMPUTED, GENERATED, HELD, STATUS, HIGH_WATER, NUM_CACHED, MOST_COMPUTED, TABLE_START, RESERVE,
- PREEMPTS, RECOMPUTED, RECOMPUTED_PROMPT, CHAIN_START, NUM_SHARED, CACHE_HITS) = range(17)
-NUM_REQ_FIELDS = 17
+ PREEMPTS, RECOMPUTED, RECOMPUTED_PROMPT, CHAIN_START, NUM_SHARED, CACHE_HITS, PLACEHOLDERS) = range(18)
+NUM_REQ_FIELDS = 18
+# PLACEHOLDERS (async scheduling only): vLLM's num_output_placeholders, tokens scheduled to be sampled whose
+# output has not been processed yet; COMPUTED counts their positions, GENERATED does not.
 # Prefix caching: NUM_SHARED is how many of the request's leading full blocks it may share with others, named by
 # its content chain (engine/prefix_tree.py): segments (end block, content id offset) from CHAIN_START in the
 # chain region of `blocks` (see new_tables), block j < NUM_SHARED taking the id offset + j of the first segment
@@ -48,8 +50,10 @@ NUM_STATE_FIELDS = 24  # LIVE_TOKENS: computed tokens summed over running reques
 # Settings vector `params`.
 # P_BLOCK_IDS: keep which blocks each request holds (an executor's page tables), not only how many.
 (P_MAX_NUM_SEQS, P_TOKEN_BUDGET, P_BLOCK_SIZE, P_USABLE_BLOCKS, P_RESERVE, P_REQUEST_UNIT, P_FULL_ISL,
- P_BLOCK_IDS, P_PREFIX_CACHING) = range(9)
-NUM_PARAMS = 9  # P_PREFIX_CACHING needs P_BLOCK_IDS (a hit is a particular block)
+ P_BLOCK_IDS, P_PREFIX_CACHING, P_ASYNC) = range(10)
+NUM_PARAMS = 10  # P_PREFIX_CACHING needs P_BLOCK_IDS (a hit is a particular block)
+# P_ASYNC: vLLM's AsyncScheduler behind a batch queue of two (see run_to_completion): pass p + 1 is scheduled
+# before pass p's output is processed, against placeholders.
 
 # Per-request events (end_pass is the one place that says in which order a pass emits them).
 EV_ADMIT, EV_RESUME, EV_PREEMPT, EV_FINISH, EV_CAUGHT_UP, EV_FIRST_TOKEN = range(6)
@@ -63,8 +67,8 @@ NUM_PASS_FIELDS = 14  # PASS_CACHED: tokens admissions were served from the cach
 # Cost-model vector, per GPU: overhead s, weight bytes, KV bytes/token, bandwidth B/s, FLOP/s, params, attention
 # FLOPs/pair; with tensor parallelism, all-reduce bytes each GPU sends per new token and the link's B/s.
 C_OVERHEAD, C_WEIGHT_BYTES, C_KV_BYTES, C_BANDWIDTH, C_FLOPS, C_PARAMS, C_ATTN, C_ALLREDUCE_BYTES, \
-    C_LINK_BANDWIDTH = range(9)
-NUM_COST_FIELDS = 9
+    C_LINK_BANDWIDTH, C_HOST = range(10)
+NUM_COST_FIELDS = 10  # C_HOST: the host's share of C_OVERHEAD, which async scheduling overlaps (engine/cost_model.py)
 
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
@@ -388,8 +392,11 @@ def _release_blocks(params, req, state, blocks, r):
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _preempt(params, req, state, queues, blocks, victim):
     """Recompute-style preemption: free every block, forget computed tokens, keep outputs, go first in line."""
-    if params[P_PREFIX_CACHING]:  # its own blocks are hashed now, as they go back (see _cache_filled)
-        _cache_full_blocks(params, req, state, blocks, victim, req[victim, COMPUTED] // params[P_BLOCK_SIZE])
+    if params[P_PREFIX_CACHING]:  # its own blocks are hashed now, as they go back (see _cache_filled); a
+        # placeholder's position holds no known token yet, so its block is not hashed (vLLM caches up to
+        # num_computed_tokens - num_output_placeholders)
+        _cache_full_blocks(params, req, state, blocks, victim,
+                           (req[victim, COMPUTED] - req[victim, PLACEHOLDERS]) // params[P_BLOCK_SIZE])
     _release_blocks(params, req, state, blocks, victim)
     lost = req[victim, COMPUTED]
     state[LIVE_TOKENS] -= lost
@@ -426,11 +433,16 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
     free = state[FREE_BLOCKS]
     live = state[LIVE_TOKENS]
     run_len = state[RUN_LEN]
+    overlap = params[P_ASYNC] != 0
     i = 0
     while i < run_len and budget > 0:
         r = queues[RUN_Q, i]
         computed = req[r, COMPUTED]
-        want = req[r, PROMPT] + req[r, GENERATED] - computed
+        ph = req[r, PLACEHOLDERS]
+        if overlap and ph > 0 and computed + 2 - ph >= req[r, PROMPT] + req[r, OUTPUT]:
+            i += 1  # its last token is in flight: no step past max_tokens (it stays, holding its blocks)
+            continue
+        want = req[r, PROMPT] + req[r, GENERATED] + ph - computed  # a decode runs on the placeholder
         n = want if want < budget else budget
         need = cdiv(computed + n, bs) - req[r, HELD]
         self_preempted = False
@@ -460,6 +472,10 @@ def _schedule_running(params, req, state, queues, blocks, out, counts):
         out[OUT_BEFORE, n_sched] = computed
         out[OUT_SAMPLE, n_sched] = n == want  # caught up with everything it has: it samples a token
         n_sched += 1
+        if caching and computed < req[r, MOST_COMPUTED]:
+            _count_recomputed(req, r, computed, computed + n)
+        if overlap and n == want:
+            req[r, PLACEHOLDERS] = ph + 1
         req[r, COMPUTED] = computed + n
         if caching and req[r, NUM_CACHED] < req[r, NUM_SHARED] and \
                 computed + n >= (req[r, NUM_CACHED] + 1) * bs:
@@ -549,6 +565,10 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
         out[OUT_BEFORE, n_sched] = cached
         out[OUT_SAMPLE, n_sched] = cached + n == num_tokens
         n_sched += 1
+        if params[P_PREFIX_CACHING] and cached < req[r, MOST_COMPUTED]:
+            _count_recomputed(req, r, cached, cached + n)
+        if params[P_ASYNC] and cached + n == num_tokens:
+            req[r, PLACEHOLDERS] = 1
         req[r, COMPUTED] = cached + n
         state[LIVE_TOKENS] += cached + n
         budget -= n
@@ -583,6 +603,20 @@ def _count_recomputed(req, r, begin, end):
         req[r, RECOMPUTED_PROMPT] += min(end, most, req[r, PROMPT]) - begin
 
 
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", _nrt=False)
+def _drop_finished_waiting(req, state, queues):
+    """Take finished requests out of the waiting ring, keeping its order (vLLM's waiting.remove_requests)."""
+    n = queues.shape[1]
+    head = state[WAIT_HEAD]
+    w = 0
+    for k in range(state[WAIT_LEN]):
+        r = queues[WAIT_Q, (head + k) % n]
+        if req[r, STATUS] != FINISHED:
+            queues[WAIT_Q, (head + w) % n] = r
+            w += 1
+    state[WAIT_LEN] = w
+
+
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def complete_step(params, req, state, queues, blocks, out, counts):
     """After the pass (vLLM's update_from_output()): samplers get a token; those at their length finish.
@@ -594,12 +628,14 @@ def complete_step(params, req, state, queues, blocks, out, counts):
     n_cu = 0
     n_sampled = 0
     n_first = 0
-    caching = params[P_PREFIX_CACHING] != 0
+    n_fin_waiting = 0
     for k in range(counts[N_SCHED]):
         r = out[OUT_REQ, k]
-        if caching and out[OUT_BEFORE, k] < req[r, MOST_COMPUTED]:
-            _count_recomputed(req, r, out[OUT_BEFORE, k], out[OUT_BEFORE, k] + out[OUT_NEW, k])
-        if req[r, HIGH_WATER] > 0 and req[r, COMPUTED] >= req[r, HIGH_WATER]:
+        # (Recomputed tokens are counted as they are scheduled: with async scheduling a preemption may come
+        # between a pass's schedule and its output.) The pass's own end, not COMPUTED: the next pass may
+        # already have moved it on.
+        if req[r, HIGH_WATER] > 0 and req[r, STATUS] == RUNNING and \
+                out[OUT_BEFORE, k] + out[OUT_NEW, k] >= req[r, HIGH_WATER]:
             out[OUT_CAUGHT_UP, n_cu] = r
             n_cu += 1
             req[r, HIGH_WATER] = 0  # report once per recovery
@@ -609,7 +645,11 @@ def complete_step(params, req, state, queues, blocks, out, counts):
                 out[OUT_FIRST, n_first] = r
                 n_first += 1
             req[r, GENERATED] += 1
+            if params[P_ASYNC]:
+                req[r, PLACEHOLDERS] -= 1
             if req[r, GENERATED] >= req[r, OUTPUT]:
+                # Async: preempted since this pass was scheduled, it keeps the token and finishes in waiting.
+                n_fin_waiting += req[r, STATUS] == PREEMPTED
                 req[r, STATUS] = FINISHED
                 state[LIVE_TOKENS] -= req[r, COMPUTED]
                 _release_blocks(params, req, state, blocks, r)
@@ -627,6 +667,8 @@ def complete_step(params, req, state, queues, blocks, out, counts):
                 w += 1
         state[RUN_LEN] = w
         state[NUM_FINISHED] += n_fin
+    if n_fin_waiting > 0:
+        _drop_finished_waiting(req, state, queues)
     counts[N_FIN] = n_fin
     counts[N_CU] = n_cu
     counts[N_FIRST] = n_first
@@ -656,7 +698,8 @@ def _pass_row(params, req, state, out, counts, passes, p, sampled):
             sampled[n_tok] = r
             n_tok += 1
         # A decode is one token for a sequence that has already produced output; anything else is prefill.
-        if not (n == 1 and req[r, GENERATED] > 0 and c == req[r, PROMPT] + req[r, GENERATED] - 1):
+        # (With async scheduling its input is a placeholder: PLACEHOLDERS counts this pass's.)
+        if not (n == 1 and c >= req[r, PROMPT] and c + 1 == req[r, PROMPT] + req[r, GENERATED] + req[r, PLACEHOLDERS]):
             prefill += n
     for k in range(counts[N_PRE]):
         h = mix(h, -out[OUT_PRE, k] - 1)
@@ -791,6 +834,16 @@ def _seconds(cost, n_sched, new, context, pairs):
 
 
 @njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
+def overlapped_seconds(cost, seconds):
+    """A pass's time with async scheduling: the host's share (C_HOST: scheduling the next pass, processing the
+    last one's output) runs while the GPU computes, so a pass costs its GPU part, or the host's if longer."""
+    if seconds == 0.0:
+        return 0.0
+    gpu = seconds - cost[C_HOST]
+    return gpu if gpu > cost[C_HOST] else cost[C_HOST]
+
+
+@njit(cache=CACHE_COMPILED, nogil=True, error_model="numpy", inline="always")
 def _sums(out, n_sched):
     new = 0
     context = 0
@@ -847,8 +900,10 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     n_req = prompt_len.shape[0]
     if arrival.shape[0] > 0:
         hold_arrivals(state)
-    out = np.zeros((NUM_OUT_ROWS, n_req), dtype=np.int64)
-    counts = np.zeros(NUM_COUNTS, dtype=np.int64)
+    # Two of each with async scheduling: the batch queue holds two passes (the one running, the one scheduled).
+    outs = np.zeros((2, NUM_OUT_ROWS, n_req), dtype=np.int64)
+    all_counts = np.zeros((2, NUM_COUNTS), dtype=np.int64)
+    overlap = params[P_ASYNC] != 0
     # Room for twice the passes the longest output needs (a run takes at least that many; growing copies).
     # (Loops, not .max() and .sum(): numba's array reductions add about a second to a cold start's compile.)
     longest = 0
@@ -867,6 +922,11 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
     n_ev = np.int64(0)
     now = 0.0
     p = np.int64(0)
+    # Async scheduling, as EngineCore.step_with_batch_queue drives it with a queue of two: schedule(p), then
+    # update(p - 1) (the pass in flight, whose output comes back while pass p runs). `slot` is pass p's half
+    # of outs/all_counts, `inflight` the pass whose output is still to be processed (-1: none).
+    slot = 0
+    inflight = np.int64(-1)
     while state[NUM_FINISHED] < n_req and p < max_passes:
         if p == passes.shape[0]:
             passes = grow_rows(passes, 2 * p)
@@ -877,12 +937,34 @@ def run_to_completion(params, cost, prompt_len, output_len, reserve_tokens, max_
         if arrival.shape[0] > 0:
             now = add_arrivals(arrival, state, queues, now)
         starts[p] = now
+        out = outs[slot]
+        counts = all_counts[slot]
+        digest = state[DIGEST]
         begin_pass(params, req, state, queues, blocks, out, counts, passes, p, sampled)
+        if overlap and inflight >= 0 and counts[N_SCHED] == 0 and counts[N_PRE] == 0:
+            # Nothing to run until the pass in flight is processed (vLLM queues an empty batch and blocks on
+            # the older one): no pass, only the update.
+            state[DIGEST] = digest
+            n_ev = end_pass(params, req, state, queues, blocks, outs[1 - slot], all_counts[1 - slot], passes,
+                            inflight, events, n_ev)
+            inflight = -1
+            continue
         # (_pass_row summed this pass's work while writing its row: no second loop over it)
         seconds[p] = _seconds(cost, counts[N_SCHED], passes[p, PASS_TOKENS], counts[N_CONTEXT], counts[N_PAIRS])
-        n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
+        if overlap:
+            seconds[p] = overlapped_seconds(cost, seconds[p])
+            if inflight >= 0:
+                n_ev = end_pass(params, req, state, queues, blocks, outs[1 - slot], all_counts[1 - slot], passes,
+                                inflight, events, n_ev)
+            inflight = p
+            slot = 1 - slot
+        else:
+            n_ev = end_pass(params, req, state, queues, blocks, out, counts, passes, p, events, n_ev)
         now += seconds[p]
         p += 1
+    if inflight >= 0:  # (only when the pass cap stopped the run)
+        n_ev = end_pass(params, req, state, queues, blocks, outs[1 - slot], all_counts[1 - slot], passes, inflight,
+                        events, n_ev)
     return passes[:p], seconds[:p], events[:n_ev], (req, state, queues, blocks), starts[:p], sampled[:state[SAMPLED_AT]]
 
 

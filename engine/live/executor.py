@@ -95,6 +95,7 @@ class LiveExecutor:
         self.cost = cost_vector(spec, cfg.gpu_spec)
         self.loop_start = time.perf_counter()
         self.rows: list[tuple] = []
+        self.results: dict[int, object] = {}  # each executed pass's runner result until the pass completes
 
     def execute(self, plan: StepPlan) -> float:
         from engine.live.runner import pass_input_from_plan
@@ -108,7 +109,8 @@ class LiveExecutor:
                             f"the scheduler expected {int(plan.samples.sum())}")
         for r, token in zip(plan.request_ids[plan.samples].tolist(), result.sampled):
             self.tokens[r].append(token)
-        self.result = result
+        # Kept per pass: with async scheduling the next pass runs before this one's output is processed.
+        self.results[plan.index] = result
         return result.gpu_seconds
 
     def wait(self, seconds: float) -> None:
@@ -127,7 +129,7 @@ class LiveExecutor:
         wall = time.perf_counter() - self.loop_start
         for r in outcome.finished.tolist():
             self.tokens[r] = []  # done: its history is no longer needed
-        result = self.result
+        result = self.results.pop(plan.index)
         self.rows.append((result.gpu_seconds, wall, result.wall_seconds, pass_kind(plan.new_tokens),
                           result.used_graph, plan_seconds(self.cost, plan),
                           *pass_bytes_and_flops(self.spec, plan.new_tokens, plan.computed_before)))

@@ -233,7 +233,8 @@ class ExplorableApp(pn.viewable.Viewer):
             v["logs"],
             *yours,  # last, as in the course: check your own traffic and your own server
             pn.pane.HTML(
-                "<footer>Simulated: vLLM V1's scheduler (v0.11 rules; v0.33 with its full-prompt gate off) on a "
+                "<footer>Simulated: vLLM V1's scheduler as vLLM 0.11 (synchronous: the article's engine, the "
+                "default) or with vLLM 0.34's defaults (async scheduling, the full-prompt gate; under Advanced), on a "
                 "roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to share "
                 "this exact state.</footer>",
                 sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(16, 10),

@@ -155,6 +155,8 @@ def apply_query(state: ExplorableState, query: Mapping[str, Any]) -> list[str]:
             f"using the default{'s' if len(named) > 1 else ''} for {', '.join(named)}."
         )
         problem = runs.config_problem(config_fields(merged))
+    if "vllm_version" in accepted:  # first: it sets defaults that the link's own settings then override
+        state.vllm_version = accepted.pop("vllm_version")
     if accepted:
         state.param.update(**accepted)
     for text in notices:

@@ -174,6 +174,13 @@ CONTROL_SPECS: dict[str, ControlSpec] = {c.name: c for c in (
                                           "... and its later tokens come, on average, at least this often.",
                                           1.0, 1_000.0), page_default=50.0,
                 note="SLO targets: goodput counts the requests per second whose TTFT and TPOT both meet them."),
+    # Added after every earlier key, so the links written before keep their order.
+    ControlSpec("vllm_version", "Advanced",
+                note="Which vLLM the page mirrors. Choosing one sets its scheduling defaults below (0.34: async "
+                     "scheduling and the full-prompt gate on); the article's figures are 0.11's."),
+    ControlSpec("async_scheduling", "Advanced",
+                note="vLLM's --async-scheduling: the next pass is planned while this one runs, hiding the host's "
+                     "share of each pass; a finished request's blocks come back one pass later."),
 )}
 
 # The controls a run depends on (RunConfig's fields), and every control the URL carries, in URL order.

@@ -11,7 +11,7 @@ from typing import Any
 
 import param
 
-from engine import ConfigError, RunConfig, Trace, Workload
+from engine import ConfigError, RunConfig, Trace, Workload, versions
 from engine.config import pool_beyond_gpu
 from explorable.state import runs
 from explorable.state.control_specs import (  # noqa: F401  (PRODUCTION_NAMES, FLOAT_CONTROLS: for the views)
@@ -86,6 +86,11 @@ class ExplorableState(_Controls):
         """Back to a generated workload (the file is forgotten)."""
         self.param.update(uploaded=None, upload_read=None,
                           arrival="all-at-once" if self.arrival == "workload" else self.arrival)
+
+    @param.depends("vllm_version", watch=True)
+    def _version_sets_its_defaults(self) -> None:
+        # A link applies its version first (explorable.page.url), so its own settings then override these.
+        self.param.update(**versions.version(self.vllm_version).settings)
 
     @param.depends("output_p50", watch=True)
     def _two_numbers_replace_the_file(self) -> None:

@@ -31,7 +31,7 @@ STOPS: dict[str, tuple] = dict(STATIC_STOPS)
 # (The "Your workload" section's controls are left out with the section: the static build has no server to read a file.)
 FIXED = tuple(name for name in CONTROLS if name not in GRID_CONTROLS and name not in WORKLOAD_CONTROLS)
 FIXED_NOTE = ("This page is a static build: every run in it uses these starting values ({}). Changing them "
-              "needs the served explorable (panel serve app.py).")
+              "needs the served explorable (panel serve app.py). It holds the synchronous engine (vLLM 0.11) only.")
 _RATE_ONLY = ("request_rate", "burstiness")  # said only where requests arrive over time (they do not here)
 
 

@@ -247,7 +247,7 @@ class Controls(StateView):
         # open): its note names their fixed values instead.
         advanced = pn.Card(
             pn.Column(*fixed, *self._section(SECTIONS[-1]),
-                      _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules)."),
+                      _note("Simulated on a roofline clock; the scheduler follows vLLM V1 (v0.11 rules, or 0.34's defaults)."),
                       sizing_mode="stretch_width", margin=0),
             title=SECTIONS[-1], collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
             css_classes=["advanced"],

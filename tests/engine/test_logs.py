@@ -4,7 +4,7 @@ import re
 import pytest
 
 from engine import RunConfig, simulate
-from engine.logs import periodic_log_line, periodic_stats, serve_command, startup_error, startup_log_line
+from engine.logs import periodic_log_line, periodic_stats, serve_command, serve_command_notes, startup_error, startup_log_line
 
 
 def test_startup_line_uses_vllms_concurrency_formula():
@@ -62,3 +62,13 @@ def test_serve_command_says_whether_prefix_caching_is_on():
     line = periodic_log_line(trace, trace.makespan_s)
     rate = float(re.search(r"Prefix cache hit rate: (\d+\.\d)%$", line).group(1))
     assert rate == pytest.approx(100 * trace.summary()["prefix_cache_hit_rate"], abs=0.051)
+
+
+def test_serve_command_says_async_scheduling_when_it_is_on():
+    on = RunConfig(async_scheduling=True)
+    assert serve_command(on).endswith(" --async-scheduling")
+    assert "async" not in serve_command(RunConfig())  # v0.11 is synchronous by default
+    off_034 = RunConfig(vllm_version="0.34", scheduler_reserve_full_isl=True)
+    assert serve_command(off_034).endswith(" --no-async-scheduling")  # 0.34 would schedule asynchronously
+    note = serve_command_notes(on)[-1]
+    assert note.startswith("# --async-scheduling: ") and "one pass later" in note

@@ -1,7 +1,8 @@
 """The engine makes, pass by pass, the schedules vLLM's own V1 scheduler made (tests/fixtures/vllm/).
 
-One loop over every fixture: `vllm-schedule-*` (prefix caching off) and `vllm-apc-*` (prefix caching on, vLLM's
-V1 default; these also record every admission's cached tokens and the same workload with caching off)."""
+One loop over every fixture: `vllm-schedule-*` (prefix caching off), `vllm-apc-*` (prefix caching on, vLLM's
+V1 default; these also record every admission's cached tokens and the same workload with caching off) and
+`vllm034-async-*` (vLLM 0.34's AsyncScheduler behind its batch queue of two, its default since 0.14)."""
 import json
 from functools import cache
 from pathlib import Path
@@ -14,7 +15,11 @@ from tests.conftest import FIXTURES_DIR
 
 SCHEDULES = sorted(FIXTURES_DIR.glob("vllm-schedule-*.json"))
 APC = sorted(FIXTURES_DIR.glob("vllm-apc-*.json"))
-FIXTURES = SCHEDULES + APC
+ASYNC = sorted(FIXTURES_DIR.glob("vllm034-async-*.json"))
+FIXTURES = SCHEDULES + APC + ASYNC
+# The synchronous Scheduler's (passes, preemptions) on the async fixtures' workloads, as the fixtures' README
+# (tests/fixtures/vllm/README.md) records them from vLLM 0.34.
+ASYNC_FIXTURES_SYNC = {"vllm034-async-a": (1535, 0), "vllm034-async-b": (7815, 52)}
 
 
 @cache
@@ -22,14 +27,15 @@ def _fixture(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _config(fx: dict, caching: bool | None = None) -> RunConfig:
-    """vLLM's settings for the fixture; `caching` None: as recorded."""
+def _config(fx: dict, caching: bool | None = None, overlap: bool | None = None) -> RunConfig:
+    """vLLM's settings for the fixture; `caching` and `overlap` (async scheduling) None: as recorded."""
     wl = fx["workload"]
     return RunConfig(
         max_num_seqs=fx["max_num_seqs"], max_num_batched_tokens=fx["max_num_batched_tokens"],
         block_size=fx["block_size"], num_gpu_blocks_override=fx["num_gpu_blocks"],
         scheduler_reserve_full_isl=fx["scheduler_reserve_full_isl"],
         enable_prefix_caching=fx.get("enable_prefix_caching", False) if caching is None else caching,
+        async_scheduling=fx.get("async_scheduling", False) if overlap is None else overlap,
         workload=Workload(wl["prompt_len"], wl["output_len"], prefix_group=wl.get("prefix_group"),
                           prefix_len=wl.get("prefix_len")),
     )
@@ -45,6 +51,17 @@ def test_fixtures_are_present():
     assert len(SCHEDULES) >= 2, f"expected vLLM fixtures in {FIXTURES_DIR}"
     assert len(APC) >= 2, f"expected vLLM prefix-caching fixtures in {FIXTURES_DIR}"
     assert all(_fixture(p)["enable_prefix_caching"] for p in APC)
+    assert len(ASYNC) >= 2, f"expected vLLM async-scheduling fixtures in {FIXTURES_DIR}"
+    assert all(_fixture(p)["async_scheduling"] and _fixture(p)["batch_queue_size"] == 2 for p in ASYNC)
+
+
+@pytest.mark.parametrize("path", ASYNC, ids=lambda p: p.stem)
+def test_async_fixture_workloads_synchronously_give_vllm_sync_schedule(path):
+    """Async scheduling is what changes these schedules: off, the same workload gives the synchronous
+    Scheduler's passes and preemptions, which differ from the recorded async ones."""
+    s = simulate(_config(_fixture(path), overlap=False)).summary()
+    assert (s["passes"], s["preemptions"]) == ASYNC_FIXTURES_SYNC[path.stem]
+    assert s["passes"] != _fixture(path)["summary"]["passes"]
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
@@ -94,6 +111,8 @@ def test_cli_replays_fixture_from_workload_file(path, tmp_path, capsys):
             "--num-gpu-blocks-override", str(fx["num_gpu_blocks"]), "--trace-out", str(out), "--json"]
     if fx.get("enable_prefix_caching"):
         argv.append("--enable-prefix-caching")
+    if fx.get("async_scheduling"):
+        argv.append("--async-scheduling")
     assert main(argv) == 0
     printed = capsys.readouterr()
     got = json.loads(out.read_text())

@@ -17,6 +17,8 @@ CONFIGS = {
     "reserve_up_front": dict(allocation="reserve", declared_multiple=1.5, num_gpu_blocks_override=24),
     "static_batching": dict(unit="request", num_gpu_blocks_override=40),
     "full_prompt_admission_gate": dict(scheduler_reserve_full_isl=True),
+    # The batch queue's order: pass p + 1 runs on p's sampled token before p's output is processed.
+    "async_scheduling_preempting": dict(async_scheduling=True, num_gpu_blocks_override=12, max_num_seqs=8),
 }
 
 
