@@ -23,9 +23,9 @@ from kernels import scheduler_core as core
 
 ALL_REDUCES_PER_LAYER = 2
 # The host's share of the per-pass overhead (scheduling, preparing inputs, processing sampled tokens), which
-# async scheduling overlaps with the GPU's work on the previous pass. An assumption, not a measurement: vLLM's
-# the overhead's split is not calibrated (the live fit measures the sum): half host, half GPU (kernel launches,
-# sampling) is the stated guess. Async off, it changes nothing.
+# async scheduling overlaps with the GPU's work on the previous pass. An assumption, not a measurement: the live
+# fit measures only the sum, so the split is a stated guess of half host, half GPU (kernel launches, sampling).
+# With async scheduling off it changes nothing.
 HOST_SHARE_OF_OVERHEAD = 0.5
 
 

@@ -58,12 +58,17 @@ def settle(page, before: str) -> None:
     page.wait_for_timeout(600)
 
 
+def laid_out(page) -> None:
+    """Until the browser has laid the page out and painted it twice since now (a resize or an update applied)."""
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def at_each_width(page, where: str) -> list[str]:
     """axe's violations on the page as it is, in a window of each of WIDTHS (the same page, resized)."""
     found = []
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(300)  # laid out again at that width
+        laid_out(page)
         found += [f"{where}, {width} px: {v}" for v in violations(page)]
     return found
 
