@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 from engine.config import ConfigError, RunConfig, pool_beyond_gpu
 from engine.diagnose import LogError, diagnose, parse_log
-from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, startup_log_line
+from engine.logs import memory_log_lines, periodic_log_line, refusal_log_lines, startup_error, startup_log_line
 from engine.outputs import check_output_path
 from engine.settings import SETTINGS
 from engine.simulate import SimulationError, simulate
@@ -152,6 +152,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     trace = simulate(cfg)
     if warning := pool_beyond_gpu(cfg):  # only for a run that happens: bad input gets its one error line
         print(f"warning: {warning}", file=sys.stderr)
+    if refusal := startup_error(cfg):  # vLLM would not start; the run shows what the rest would do
+        print("warning: vLLM would refuse to start: " + refusal.split("] ", 1)[-1], file=sys.stderr)
     summary = trace.summary()
     if args.trace_out:
         try:

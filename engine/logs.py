@@ -50,9 +50,15 @@ def refusal_log_lines(cfg: RunConfig) -> list[str]:
 def startup_error(cfg: RunConfig) -> str | None:
     """vLLM's start-up refusal when one request of max_model_len cannot fit the pool, else None.
 
-    The simulator still runs such a config (its workload fits); the explorable shows what vLLM would say.
+    The simulator still runs such a config (its workload fits); the explorable shows what vLLM would say. A
+    --max-model-len beyond the model's own context is refused first, at configuration (ModelConfig's
+    _get_and_verify_max_len, vllm/config/model.py, v0.11).
     """
     length = cfg.served_max_model_len
+    if length > cfg.model_spec.max_model_len:
+        return (f"ERROR [model.py] User-specified max_model_len ({length}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={cfg.model_spec.max_model_len} in model's config.json). To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
     if cfg.blocks_for(length) <= cfg.usable_blocks:
         return None
     kv = cfg.kv_bytes_per_token

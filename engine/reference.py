@@ -276,9 +276,11 @@ class ReferenceScheduler:
             n = min(req.num_tokens - cached, budget)
             if cfg.allocation == "reserve" and self.reserved + req.reserve > self.pool_tokens:
                 return False
-            if cfg.scheduler_reserve_full_isl and cfg.blocks_for(req.num_tokens) > self.free_blocks:
-                return False
             idle_hits = sum(b.ref_cnt == 0 for b in hits)  # taking them shrinks the free queue
+            # v0.33's full-prompt gate, counting cache hits as allocate_slots does (get_num_blocks_to_allocate)
+            if cfg.scheduler_reserve_full_isl and \
+                    cfg.blocks_for(req.num_tokens) - len(hits) + idle_hits > self.free_blocks:
+                return False
             need = cfg.blocks_for(cached + n) - len(hits)
             if need + idle_hits > self.free_blocks:
                 return False

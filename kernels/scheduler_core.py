@@ -534,8 +534,11 @@ def _admit_waiting(params, req, state, queues, blocks, out, counts, budget):
             # Orca: admit only if the whole declared footprint fits beside what is already reserved.
             if state[RESERVED_TOKENS] + req[r, RESERVE] > params[P_USABLE_BLOCKS] * bs:
                 break
-        if params[P_FULL_ISL] == 1 and cdiv(num_tokens, bs) > state[FREE_BLOCKS]:
-            break  # v0.33 gate: the whole sequence must fit, though only the chunk is allocated
+        if params[P_FULL_ISL] == 1 and cdiv(num_tokens, bs) - hits + evictable > state[FREE_BLOCKS]:
+            # v0.33 gate: the whole sequence must fit, though only the chunk is allocated; blocks found in the
+            # prefix cache are counted as allocate_slots counts them (get_num_blocks_to_allocate: a hit costs
+            # nothing unless it is idle in the free queue)
+            break
         # Hit blocks idle in the free queue leave it when taken, so they count against it too.
         need = cdiv(cached + n, bs) - hits + evictable
         if need > state[FREE_BLOCKS]:

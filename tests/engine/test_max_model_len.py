@@ -58,3 +58,21 @@ def test_maximum_concurrency_divides_by_max_model_len():
 def test_a_workload_of_nothing_but_refusals_cannot_run():
     with pytest.raises(ConfigError, match="every request is refused: This model's maximum context length is 64"):
         simulate(RunConfig(max_model_len=64))
+
+
+@pytest.mark.parametrize("args, said", [
+    # 0.23 of an H100 leaves 979 blocks (15,664 tokens): one 40,960-token request does not fit (kv_cache_utils.py)
+    (["--gpu-memory-utilization", "0.23", "--max-model-len", "40960"],
+     "To serve at least one request with the model's max seq len (40960)"),
+    # beyond Qwen3-8B's own 40,960 (ModelConfig's _get_and_verify_max_len, vllm/config/model.py)
+    (["--max-model-len", "65536"], "User-specified max_model_len (65536) is greater than the derived max_model_len"),
+])
+def test_a_max_model_len_vllm_would_not_start_with_is_one_warning_line_and_the_run_goes_on(capsys, args, said):
+    from engine.cli import main
+    assert main(["run", *args, "--requests", "16", "--json"]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("warning: vLLM would refuse to start: ") and said in err and "\n" not in err
+    assert '"finished_requests": 16' in captured.out
+    assert main(["run", "--max-model-len", "4096", "--requests", "16", "--json"]) == 0
+    assert capsys.readouterr().err == ""

@@ -130,6 +130,23 @@ def test_full_prompt_gate_admits_only_when_the_whole_prompt_fits():
     assert on.request_ids.tolist() == [0]  # v0.33 gate: 40 tokens = 10 blocks > 9 free
 
 
+def test_full_prompt_gate_counts_prefix_cache_hits_as_allocate_slots_does():
+    """vLLM's gate asks get_num_blocks_to_allocate for the whole prompt, which leaves out the blocks the prefix
+    cache already holds (kv_cache_manager.py, allocate_slots with full_sequence_must_fit): a long prompt that is
+    mostly cached is admitted into a pool that could not hold it afresh."""
+    from engine import Workload
+    # Two 36-token prompts sharing their first 32 tokens; blocks of 4: request 0 takes 9 of 12 usable blocks,
+    # request 1 finds 8 of its 9 in the cache (held by request 0) and needs 1 more of the 3 left.
+    wl = Workload(np.array([36, 36]), np.array([5, 5]), prefix_group=np.array([0, 0]), prefix_len=np.array([32, 32]))
+    kw = dict(workload=wl, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, num_gpu_blocks_override=13,
+              enable_prefix_caching=True, scheduler_reserve_full_isl=True)
+    plan = Scheduler(RunConfig(**kw)).schedule()
+    assert plan.request_ids.tolist() == [0, 1] and plan.new_tokens.tolist() == [36, 4]
+    # Without the shared prefix the same gate keeps request 1 waiting: 9 blocks > 3 free.
+    alone = Workload(np.array([36, 36]), np.array([5, 5]))
+    assert Scheduler(RunConfig(**{**kw, "workload": alone})).schedule().request_ids.tolist() == [0]
+
+
 def test_reserve_admits_only_while_declared_footprints_fit():
     # 64 usable tokens; each request reserves 8 + 2 x 4 = 16 tokens: four fit, the fifth waits.
     cfg = _cfg([8] * 6, [4] * 6, allocation="reserve", declared_multiple=2, max_num_seqs=16,
