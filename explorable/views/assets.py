@@ -8,6 +8,7 @@ a <style> with the text into each shadow root, exactly as it does for text.
 """
 from __future__ import annotations
 
+import re
 import weakref
 from functools import lru_cache
 from pathlib import Path
@@ -81,3 +82,11 @@ END_OF_WALK_STYLES = {"opacity": "0.65", "pointer-events": "none", "cursor": "de
 
 # A control that the current setting does not read (declared max_tokens while allocating on demand).
 INACTIVE_STYLES = {"font-style": "italic", "opacity": "0.7"}
+
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def keep_flags_whole(text: str) -> str:
+    """`text` (HTML) with each --flag in a span a line may not break inside (at its hyphens; explorable.css)."""
+    return _FLAG.sub(lambda m: f'<span class="flag">{m.group(0)}</span>', text)

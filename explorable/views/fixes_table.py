@@ -48,6 +48,9 @@ def table_html(rows: list[tuple[str, dict[str, Any] | str]]) -> str:
                             for key, _, fmt in COLUMNS)
         label = " ".join(f'<span class="nowrap">{html.escape(word)}</span>' for word in name.split())
         body.append(f'<tr data-row="{i}"><th scope="row">{label}</th>{cells}</tr>')
-    return (f'<div class="fixes-table-wrap" tabindex="0" role="region" aria-label="What each fix bought">'
+    # On a phone only the first columns fit: the box scrolls sideways (edge shadows, explorable.css) and says so.
+    hint = ('<p class="fixes-scroll-hint">Swipe the table sideways for the rest: prompt tokens recomputed, '
+            'throughput, throughput per GPU, GPUs, cache size, concurrency.</p>')
+    return (hint + f'<div class="fixes-table-wrap" tabindex="0" role="region" aria-label="What each fix bought">'
             f'<table class="fixes-table"><caption>What each fix bought, each from the same wall</caption>'
             f'<thead><tr><th scope="col">setting</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import panel as pn
 import param
 
-from explorable.views.assets import END_OF_WALK_STYLES, set_styles, stylesheet
+from explorable.views.assets import END_OF_WALK_STYLES, keep_flags_whole, set_styles, stylesheet
 from explorable.patches.crossed_changes import settle_crossings
 from explorable.patches.prompt_changes import answer_at_once
 from explorable.state.store import CONTROLS, ExplorableState
@@ -378,8 +378,9 @@ class Guide(StateView):
                 hint = ""
             self.text.object = (
                 f'<div class="{self.css}-text" data-step="{self.chosen + 1}"><span class="step-no">Step '
-                f"{self.chosen + 1} of {len(self.steps)}</span> <b>{step.title}.</b> {step.text} "
-                f'<span class="step-sets">{html.escape(settings_sentence(self.state, self.chosen, self.steps))}'
+                f"{self.chosen + 1} of {len(self.steps)}</span> <b>{step.title}.</b> {keep_flags_whole(step.text)} "
+                f'<span class="step-sets">'
+                f'{keep_flags_whole(html.escape(settings_sentence(self.state, self.chosen, self.steps)))}'
                 f"</span>{hint}</div>"
             )
             if self.table is not None:

@@ -13,7 +13,7 @@ import panel as pn
 
 from engine import RunConfig
 from engine.latency import good_requests
-from explorable.views.assets import stylesheet
+from explorable.views.assets import keep_flags_whole, stylesheet
 from explorable.views.state_view import StateView
 from explorable.patches.text_updates import TextHTML
 
@@ -130,7 +130,7 @@ def render(rows: list[Readout], stale: bool, measured: bool) -> str:
             f'<div class="readout" data-readout="{r.key}">'
             f'<div class="readout-label">{html.escape(r.label)}</div>'
             f'<div class="readout-main"><span class="readout-value" data-value="{r.value:.6g}">{r.text}</span>'
-            f'<span class="readout-beside">{html.escape(r.beside)}</span></div>'
+            f'<span class="readout-beside">{keep_flags_whole(html.escape(r.beside))}</span></div>'
             f"{delta_cell(r)}</div>"
         )
     classes = "readouts" + (" stale" if stale else "") + (" measured" if measured else "")

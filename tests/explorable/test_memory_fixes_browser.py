@@ -75,6 +75,7 @@ def test_the_guide_walks_the_four_fixes_and_ends_on_the_runs_table(server, brows
                 "data-value", f"{expected['throughput_per_gpu_tok_s']:.6g}")
         sync_api.expect(page.locator(".cache-line")).to_contain_text(f"GPU KV cache size: {expected['kv_cache_tokens']:,}")
     check_table(page)
+    sync_api.expect(page.locator(".fixes-scroll-hint")).to_be_hidden()  # the whole table fits: no swipe hint
     sync_api.expect(page.locator(".terminal")).to_contain_text("Available KV cache memory")
     page.wait_for_function("() => location.search.includes('tensor_parallel_size=2')")
     query = parse_qs(urlparse(page.url).query)
@@ -104,8 +105,14 @@ def test_the_last_step_on_a_phone_keeps_its_table_inside_the_page(server, browse
     sync_api.expect(page.locator(".memory-step-text")).to_have_attribute(
         "data-step", str(len(MEMORY_STEPS)), timeout=6 * TIMEOUT_MS)
     check_table(page)
-    # The table scrolls inside its own box; the page itself never scrolls sideways.
+    # The table scrolls inside its own box, and says so; the page itself never scrolls sideways.
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+    wrap = page.locator(".fixes-table-wrap")
+    assert wrap.evaluate("el => el.scrollWidth > el.clientWidth")
+    sync_api.expect(page.locator(".fixes-scroll-hint")).to_be_visible()
+    # A flag is never split at its hyphens across two lines (each is one unbroken box).
+    for flag in page.locator(".memory-step-text .flag").all():
+        assert len(flag.evaluate("el => Array.from(el.getClientRects())")) == 1, flag.inner_text()
     page.wait_for_timeout(800)
     save(page, f"memory-guide-last-{phone.replace(' ', '-').lower()}.png")
     context.close()

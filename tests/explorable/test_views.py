@@ -317,3 +317,10 @@ def test_the_pool_curve_moves_a_pool_sized_by_utilization_by_hand_through_the_sa
     assert base.pool_source == "pool_gib" and base.num_gpu_blocks == cfg.num_gpu_blocks
     assert simulate(base).summary()["throughput_tok_s"] == simulate(cfg).summary()["throughput_tok_s"]
     assert curve_base(cfg, "max_num_seqs") is cfg
+
+
+def test_a_flag_in_a_guide_s_text_is_kept_whole_and_only_flags_are():
+    from explorable.views.assets import keep_flags_whole
+    assert keep_flags_whole("at the wall --max-num-seqs is not; --kv-cache-dtype fp8") == (
+        'at the wall <span class="flag">--max-num-seqs</span> is not; <span class="flag">--kv-cache-dtype</span> fp8')
+    assert keep_flags_whole("a -- b, x--y, 0.9-0.95") == "a -- b, x--y, 0.9-0.95"
