@@ -174,3 +174,13 @@ def test_a_page_without_the_memory_guide_names_it_where_it_would_be():
     static = ExplorableApp(state=ExplorableState(), traffic=False, prefix=False, memory=False)  # as the static build
     assert memory not in static.guide_specs() and "memory_guide" not in static.views
     assert said(static) == [f'<p class="guide-absent muted" data-absent="memory_guide">{memory.absent}</p>']
+
+
+def test_a_page_without_your_workload_says_in_its_place_that_it_needs_the_served_explorable():
+    from explorable.page.layout import ExplorableApp
+
+    texts = lambda app: " ".join(str(p.object) for p in pn.panel(app).select(pn.pane.HTML))  # noqa: E731
+    static = ExplorableApp(state=ExplorableState(), traffic=False, prefix=False, workload=False, memory=False)
+    assert "Your workload, your server" in texts(static) and "need the served explorable" in texts(static)
+    assert "your_workload" not in static.views
+    assert "need the served explorable" not in texts(ExplorableApp(state=ExplorableState()))
