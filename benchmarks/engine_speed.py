@@ -118,12 +118,18 @@ def main() -> None:
     t_on = statistics.median(timed(lambda: simulate(on), args.repeats))
     print(f"default run, prefix caching off {t_off * 1e3:.3f} ms, on {t_on * 1e3:.3f} ms (goal with caching < 2 ms)")
     # Async scheduling: the same rules plus a batch queue of two (placeholders, one pass's delay on a finish).
+    # The two are timed in alternation (off, on, on, off, ...), so that the shared machine's load, which moves
+    # over seconds, weighs on both alike; median and fastest of each.
     sync, asynchronous = RunConfig(), RunConfig(async_scheduling=True)
-    simulate(asynchronous)
-    t_sync = statistics.median(timed(lambda: simulate(sync), args.repeats))
-    t_async = statistics.median(timed(lambda: simulate(asynchronous), args.repeats))
-    print(f"default run, async scheduling off {t_sync * 1e3:.3f} ms, on {t_async * 1e3:.3f} ms: "
-          f"{t_async / t_sync:.2f}x (goal <= 1.2x)")
+    simulate(sync), simulate(asynchronous)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(args.repeats):
+        for overlap in ((False, True) if i % 2 == 0 else (True, False)):
+            times[overlap] += timed(lambda: simulate(asynchronous if overlap else sync), 1)
+    t_sync, t_async = statistics.median(times[False]), statistics.median(times[True])
+    print(f"default run, async scheduling off {t_sync * 1e3:.3f} ms, on {t_async * 1e3:.3f} ms (medians of "
+          f"{args.repeats} alternated runs): {t_async / t_sync:.2f}x (goal <= 1.2x); fastest "
+          f"{min(times[False]) * 1e3:.3f} / {min(times[True]) * 1e3:.3f} ms: {min(times[True]) / min(times[False]):.2f}x")
     print()
     print("goals: default run < 1 ms warm; >= 50x faster than the reference")
 
