@@ -137,3 +137,21 @@ def test_parse_control_refuses_non_finite_numbers(state):
     for raw in (math.nan, math.inf, "nan", "Infinity"):
         with pytest.raises(ValueError):
             parse_control(state, "pool_gib", raw)
+
+
+@pytest.mark.parametrize("async_on, gate", [(True, True), (False, True), (True, False)])
+def test_the_vllm_version_and_its_overridden_settings_go_through_a_link_and_back(async_on, gate):
+    from explorable.page.url import apply_query, query_values
+    state = ExplorableState()
+    state.vllm_version = "0.34"  # its defaults: async scheduling and the full-prompt gate
+    assert state.async_scheduling and state.scheduler_reserve_full_isl
+    state.param.update(async_scheduling=async_on, scheduler_reserve_full_isl=gate)
+    query = query_values(state)
+    assert query["vllm_version"] == "0.34"
+    opened = ExplorableState()
+    apply_query(opened, query)  # the version first, then the link's own settings
+    assert (opened.vllm_version, opened.async_scheduling, opened.scheduler_reserve_full_isl) == ("0.34", async_on, gate)
+    summary = opened.trace.summary() if opened.trace is not None else None
+    cfg = opened.config
+    assert (cfg.vllm_version, cfg.async_scheduling, cfg.scheduler_reserve_full_isl) == ("0.34", async_on, gate)
+    assert summary is None or summary["async_scheduling"] == async_on
