@@ -36,9 +36,10 @@ VERSIONS: dict[str, Version] = {v.key: v for v in (
 
 # Defaults of the newest release that are left out, and why (docs/scheduler.md repeats them).
 NOT_MODELLED = (
-    "--gpu-memory-utilization 0.92 (v0.33 on; 0.9 in v0.11): read only when the pool is sized from GPU memory, "
-    "where the page keeps 0.9",
-    "CUDA graph memory counted in the KV budget at start-up: the pool here is given in GiB or blocks",
+    "--gpu-memory-utilization 0.92 (v0.33 on; 0.9 in v0.11): read only when the pool is sized from GPU memory "
+    "(--gpu-memory-utilization), which keeps the value given (the page starts at 0.9)",
+    "CUDA graph memory counted in the KV budget at start-up: a pool sized from GPU memory is sized as v0.11 sizes "
+    "it (engine/memory.py), graphs captured after the cache",
     "the v0.33 waiting loop's break (not skip) on a prompt over the budget with chunked prefill off: chunked "
     "prefill is always on here",
 )
