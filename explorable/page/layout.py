@@ -234,9 +234,11 @@ class ExplorableApp(pn.viewable.Viewer):
             *yours,  # last, as in the course: check your own traffic and your own server
             pn.pane.HTML(
                 "<footer>Simulated: vLLM V1's scheduler as vLLM 0.11 (synchronous: the article's engine, the "
-                "default) or with vLLM 0.34's defaults (async scheduling, the full-prompt gate; under Advanced), on a "
-                "roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to share "
-                "this exact state.</footer>",
+                + ("default) or with vLLM 0.34's defaults (async scheduling, the full-prompt gate; under Advanced)"
+                   # (a page without the served sections is the static build: it holds the synchronous engine only)
+                   if self.workload else "only one this static page holds)")
+                + ", on a roofline clock fitted to Qwen3-8B on an H100 SXM. Settings live in the URL: copy it to "
+                "share this exact state.</footer>",
                 sizing_mode="stretch_width", stylesheets=[stylesheet()], margin=(16, 10),
             ),
             css_classes=["main"], margin=(0, 0, 0, 8), stylesheets=[stylesheet()],

@@ -184,3 +184,14 @@ def test_a_page_without_your_workload_says_in_its_place_that_it_needs_the_served
     assert "Your workload, your server" in texts(static) and "need the served explorable" in texts(static)
     assert "your_workload" not in static.views
     assert "need the served explorable" not in texts(ExplorableApp(state=ExplorableState()))
+
+
+def test_the_footer_names_both_versions_and_the_static_page_s_names_only_the_synchronous_one():
+    from explorable.page.layout import ExplorableApp
+
+    def footer(app) -> str:
+        return next(str(p.object) for p in pn.panel(app).select(pn.pane.HTML) if "<footer>" in str(p.object))
+    served = footer(ExplorableApp(state=ExplorableState()))
+    assert "vLLM 0.11 (synchronous" in served and "vLLM 0.34's defaults" in served
+    static = footer(ExplorableApp(state=ExplorableState(), traffic=False, prefix=False, workload=False, memory=False))
+    assert "vLLM 0.11 (synchronous" in static and "0.34" not in static and "only one this static page holds" in static
