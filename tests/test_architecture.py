@@ -219,3 +219,26 @@ def test_the_fence_check_sees_a_library_private_name_even_where_we_use_the_same_
     found = private_library_references([probe], library, own_private_names([probe]) | {"_held_events"})
     assert sorted(line.split(" ", 1)[1] for line in found) == [
         "._held_events", "._sessions", "assigns Slider.render", "assigns tornado.web.RequestHandler.get"]
+
+
+# -- Trace.events is read by its named columns -----------------------------------------------------------------
+def raw_event_columns(paths: list[Path]) -> list[str]:
+    """Each `x.events[..., 2]`-style read of a column of Trace.events by number, as 'file:line'."""
+    import re
+
+    pattern = re.compile(r"\.events\[[^\]]*,\s*\d\s*\]")
+    return [f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}:{i}" for p in paths
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+def test_trace_events_are_read_by_their_named_columns():
+    """`trace.event_pass`, `event_request`, `event_kind` (engine/trace.py), not `trace.events[:, 2]`."""
+    paths = [p for p in python_files("engine", "explorable", "benchmarks", "app.py", "tests")
+             if p.relative_to(ROOT).as_posix() not in ("engine/trace.py", "tests/test_architecture.py")]
+    assert raw_event_columns(paths) == []
+
+
+def test_the_column_check_sees_a_numbered_column(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("t = trace.pass_start[trace.events[trace.events[:, 2] == 3, 0]]\nok = trace.event_kind\n")
+    assert raw_event_columns([probe]) == ["probe.py:1"]
