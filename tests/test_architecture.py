@@ -242,3 +242,11 @@ def test_the_column_check_sees_a_numbered_column(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("t = trace.pass_start[trace.events[trace.events[:, 2] == 3, 0]]\nok = trace.event_kind\n")
     assert raw_event_columns([probe]) == ["probe.py:1"]
+
+
+def test_the_engine_knows_nothing_of_the_page():
+    """engine/ and kernels/ (the CLI's, the page's and the tests' one engine) import neither explorable/ nor a
+    web library: the arrows of docs/architecture.md point from the page to the engine only."""
+    offenders = [f"{p.relative_to(ROOT)} imports {n}" for p in python_files("engine", "kernels")
+                 for n in imports_of(p) if n.split(".")[0] in ("explorable", "panel", "bokeh", "tornado")]
+    assert offenders == []
