@@ -269,5 +269,8 @@ class Controls(StateView):
             title=SECTIONS[-1], collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
             css_classes=["advanced"],
         )
+        # As tall as the controls, not at most its parent's height (BokehJS gives a layout `max-height: 100%`): in
+        # a window shorter than the sidebar (which then scrolls by itself) the controls ran on below their own
+        # box, and the share link after it was drawn over the GPU memory section.
         return pn.Column(*sections, advanced, self.reset, css_classes=["controls"], sizing_mode="stretch_width",
-                         margin=0)
+                         margin=0, styles={"max-height": "none"})

@@ -15,12 +15,14 @@ skip_without_chromium()
 
 WIDTHS = (320, 390, 820, 1280, 1920)
 
-# Every control's widget (class ctl-<name>) and quick-stop row (stop-<name>), in any shadow root, that is drawn:
-# the pairs of different controls whose boxes overlap by more than half a pixel.
+# Every control's widget (class ctl-<name>), quick-stop row (stop-<name>) and the share link under them, in any
+# shadow root, that is drawn: the pairs of different ones whose boxes overlap by more than half a pixel. (In a
+# window shorter than the sidebar, the share link was drawn over the GPU memory section: the controls' column
+# was shrunk to the window's height and ran on below its box.)
 OVERLAPS_JS = """() => {
   const found = [];
   const walk = (root) => { for (const el of root.querySelectorAll('*')) {
-    const name = [...(el.classList || [])].find((c) => /^(ctl|stop)-/.test(c));
+    const name = [...(el.classList || [])].find((c) => /^(ctl|stop)-|^share$/.test(c));
     if (name) found.push([name, el.getBoundingClientRect()]);
     if (el.shadowRoot) walk(el.shadowRoot);
   } };
@@ -31,6 +33,10 @@ OVERLAPS_JS = """() => {
     if (na !== nb && a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
       out.push(`${na} [${[a.left, a.top, a.width, a.height].map(Math.round)}] over ${nb} [${[b.left, b.top, b.width, b.height].map(Math.round)}]`);
   }));
+  // The share link comes after every control, not over one of them or over a note between them.
+  const share = drawn.filter(([n]) => n === 'share').map(([, r]) => r);
+  const lowest = Math.max(...drawn.filter(([n]) => n !== 'share').map(([, r]) => r.bottom));
+  share.forEach((r) => { if (r.top < lowest - 0.5) out.push(`share [${Math.round(r.top)}] above the last control's bottom [${Math.round(lowest)}]`); });
   return [drawn.length, out];
 }"""
 
