@@ -96,7 +96,7 @@ def test_the_folder_check_sees_an_upward_import(tmp_path, monkeypatch):
 
 # -- library internals stay in explorable/patches/ -----------------------------------------------------------
 FENCED_LIBRARIES = ("panel", "bokeh", "tornado")
-OUTSIDE_THE_FENCE = [p for p in python_files("explorable", "engine", "kernels", "app.py")
+OUTSIDE_THE_FENCE = [p for p in python_files("explorable", "engine", "kernels", "app.py", "benchmarks")
                      if "patches" not in p.relative_to(ROOT).parts]
 
 
@@ -171,8 +171,11 @@ def private_library_references(paths: list[Path], library_names: set[str], own_n
         where = lambda node: f"{shown}:{node.lineno}"  # noqa: E731
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in library_names:
+                # A private name of our own is ours only on our own objects (`self._items`); on anything else
+                # (`pn.state._sessions`, `doc._held_events`, `widget._models`) it is the library's.
                 root = _roots(node)
-                if root not in own and node.attr not in own_names:
+                ours = root in own or (root in ("self", "cls") and node.attr in own_names)
+                if not ours:
                     out.append(f"{where(node)} .{node.attr}")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _private(node.value) \
                     and node.value in library_names and node.value not in own_names:
@@ -201,3 +204,49 @@ def test_the_fence_check_sees_a_private_name_and_a_patched_class(tmp_path):
     found = private_library_references([probe], {"_models", "_update_model"}, set())
     assert sorted(line.split(" ", 1)[1] for line in found) == ["'_update_model'", "._models", "assigns Message.send",
                                                               "assigns pn.state.location"]
+
+
+def test_the_fence_check_sees_a_library_private_name_even_where_we_use_the_same_name(tmp_path):
+    """`_sessions` is a name of our own too (a class of ours keeps one): on `self` it is ours, on Panel's state or
+    a document it is the library's. Checked against the installed libraries' real private names."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import panel as pn\nfrom panel.widgets import Slider\nimport tornado.web\n"
+                     "class Mine:\n    def f(self, doc):\n        self._sessions = {}\n"
+                     "        return len(pn.state._sessions), doc._held_events, self._sessions\n"
+                     "Slider.render = Mine.f\ntornado.web.RequestHandler.get = Mine.f\n")
+    library = library_private_names()
+    assert {"_sessions", "_held_events"} <= library
+    found = private_library_references([probe], library, own_private_names([probe]) | {"_held_events"})
+    assert sorted(line.split(" ", 1)[1] for line in found) == [
+        "._held_events", "._sessions", "assigns Slider.render", "assigns tornado.web.RequestHandler.get"]
+
+
+# -- Trace.events is read by its named columns -----------------------------------------------------------------
+def raw_event_columns(paths: list[Path]) -> list[str]:
+    """Each `x.events[..., 2]`-style read of a column of Trace.events by number, as 'file:line'."""
+    import re
+
+    pattern = re.compile(r"\.events\[[^\]]*,\s*\d\s*\]")
+    return [f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}:{i}" for p in paths
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+def test_trace_events_are_read_by_their_named_columns():
+    """`trace.event_pass`, `event_request`, `event_kind` (engine/trace.py), not `trace.events[:, 2]`."""
+    paths = [p for p in python_files("engine", "explorable", "benchmarks", "app.py", "tests")
+             if p.relative_to(ROOT).as_posix() not in ("engine/trace.py", "tests/test_architecture.py")]
+    assert raw_event_columns(paths) == []
+
+
+def test_the_column_check_sees_a_numbered_column(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("t = trace.pass_start[trace.events[trace.events[:, 2] == 3, 0]]\nok = trace.event_kind\n")
+    assert raw_event_columns([probe]) == ["probe.py:1"]
+
+
+def test_the_engine_knows_nothing_of_the_page():
+    """engine/ and kernels/ (the CLI's, the page's and the tests' one engine) import neither explorable/ nor a
+    web library: the arrows of docs/architecture.md point from the page to the engine only."""
+    offenders = [f"{p.relative_to(ROOT)} imports {n}" for p in python_files("engine", "kernels")
+                 for n in imports_of(p) if n.split(".")[0] in ("explorable", "panel", "bokeh", "tornado")]
+    assert offenders == []

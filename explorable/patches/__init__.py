@@ -2,7 +2,8 @@
 
 One module per patch. Each says what it works around and names the library versions it was written against
 (`TESTED`: the lowest version tried, and the first release line it was not), and has `install()`,
-`uninstall()` and `active()`. Nothing outside this package names a private attribute of those libraries
+`uninstall()` and `active()` (`switch()` below makes the three for a patch that its own code consults
+where it is used). Nothing outside this package names a private attribute of those libraries
 (tests/test_architecture.py checks it); where a library offers a public way (Panel's `pn.io.hold`, a route
 of our own), that is used instead.
 
@@ -18,12 +19,31 @@ import importlib.metadata
 import logging
 import os
 from types import ModuleType
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
 NAMES = ("paint_fix", "prompt_writes", "crossed_changes", "prompt_changes", "inline_arrays", "odd_links",
          "text_updates", "direct_styles", "stylesheet_models", "panel_cleanup", "aria_names")
 OFF_VARIABLE = "EXPLORABLE_PATCHES_OFF"
+
+
+def switch(doc: str = "") -> tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]:
+    """`install`, `uninstall` and `active` for a patch its own code consults where it is used (a flag: nothing
+    in the library is replaced when it is installed). `doc`: what installing it changes, for `install`."""
+    on = [False]
+
+    def install() -> None:
+        on[0] = True
+
+    def uninstall() -> None:
+        on[0] = False
+
+    def active() -> bool:
+        return on[0]
+
+    install.__doc__ = doc or None
+    return install, uninstall, active
 
 
 def modules() -> list[ModuleType]:

@@ -33,23 +33,13 @@ import json
 
 import panel as pn
 
+from explorable.patches import switch
+
 MARK = "__cbAriaNamed"  # set on each patched prototype
 TESTED = {"bokeh": ("3.9.0", "3.10")}  # from the first version tried to the first release line not tried
 ENTRY_POINTS = 7  # BokehJS view methods the script wraps
-_installed = [False]
-
-
-def install() -> None:
-    """Pages built from now on carry the script (`named_widgets`)."""
-    _installed[0] = True
-
-
-def uninstall() -> None:
-    _installed[0] = False
-
-
-def active() -> bool:
-    return _installed[0]
+install, uninstall, active = switch(
+    "Pages built from now on carry the script (`named_widgets`).")
 
 
 SCRIPT = """<script>

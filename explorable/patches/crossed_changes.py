@@ -22,23 +22,13 @@ from __future__ import annotations
 import panel as pn
 from bokeh.document.events import ModelChangedEvent
 
+from explorable.patches import switch
 from explorable.patches.prompt_changes import committed_property
 
 TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
-_installed = [False]
-
-
-def install() -> None:
-    """Widgets made from now on settle crossed changes (`settle_crossings`); those already made keep theirs."""
-    _installed[0] = True
-
-
-def uninstall() -> None:
-    _installed[0] = False
-
-
-def active() -> bool:
-    return _installed[0]
+install, uninstall, active = switch(
+    "Widgets made from now on settle crossed changes (`settle_crossings`); those already made keep "
+    "theirs.")
 
 
 def settle_crossings(*widgets: pn.widgets.Widget) -> None:

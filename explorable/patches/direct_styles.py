@@ -14,20 +14,10 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from explorable.patches import switch
+
 TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
-_installed = [False]
-
-
-def install() -> None:
-    _installed[0] = True
-
-
-def uninstall() -> None:
-    _installed[0] = False
-
-
-def active() -> bool:
-    return _installed[0]
+install, uninstall, active = switch()
 
 
 def put_styles(widget: pn.widgets.Widget, styles: dict[str, str | None]) -> None:

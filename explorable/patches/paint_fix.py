@@ -54,6 +54,8 @@ from __future__ import annotations
 
 import panel as pn
 
+from explorable.patches import switch
+
 MARK = "__cbSameSheetKept"  # set on the prototype once patched
 LOCAL = "__cbPlainLayoutIfNeeded"  # PlotView._invalidate_layout_if_needed as BokehJS has it
 WIDTH = "__cbLastWidth"  # a layout's width when its resize was last answered
@@ -65,20 +67,9 @@ PLAIN_PAINT = "__cbPlainPaint"  # and PlotView.paint
 MARGIN_PX = 100  # a plot this close to the viewport is painted with the update, not when scrolled to
 TESTED = {"bokeh": ("3.9.0", "3.10")}  # from the first version tried to the first release line not tried
 ENTRY_POINTS = 7  # BokehJS methods and properties the script replaces
-_installed = [False]
+install, uninstall, active = switch(
+    "Pages built from now on carry the script (`same_sheet_kept`).")
 
-
-def install() -> None:
-    """Pages built from now on carry the script (`same_sheet_kept`)."""
-    _installed[0] = True
-
-
-def uninstall() -> None:
-    _installed[0] = False
-
-
-def active() -> bool:
-    return _installed[0]
 
 SCRIPT = """<script>
 (() => {

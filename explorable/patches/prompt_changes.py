@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import panel as pn
 
+from explorable.patches import switch
+
 TESTED = {"panel": ("1.9.4", "1.10")}  # from the first version tried to the first release line not tried
-_installed = [False]
 # The Bokeh property a browser sets when the reader commits a control, by Panel widget type.
 COMMITTED: dict[type, str] = {
     pn.widgets.RadioButtonGroup: "active",
@@ -36,17 +37,9 @@ def committed_property(widget: pn.widgets.Widget) -> str:
     return prop
 
 
-def install() -> None:
-    """Widgets made from now on answer at once (`answer_at_once`); the widgets already made keep what they have."""
-    _installed[0] = True
-
-
-def uninstall() -> None:
-    _installed[0] = False
-
-
-def active() -> bool:
-    return _installed[0]
+install, uninstall, active = switch(
+    "Widgets made from now on answer at once (`answer_at_once`); the widgets already made keep what they "
+    "have.")
 
 
 def answer_at_once(*widgets: pn.widgets.Widget) -> None:

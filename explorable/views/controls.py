@@ -37,9 +37,26 @@ def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widg
         options = dict(p.names) if p.names else list(p.objects)
         kind = pn.widgets.RadioButtonGroup if spec.setting.choice_labels and not spec.dropdown else pn.widgets.Select
         extra = dict(color="primary", variant="outline") if kind is pn.widgets.RadioButtonGroup else dict(label=p.label)
-        return kind(options=options, value=getattr(state, spec.name), description=p.doc, **CHOICE_LAYOUT,
-                    **extra, **common)
+        if kind is pn.widgets.Select and isinstance(options, dict):
+            # A drop-down made with the value None shows no choice at all (Panel leaves a None value out of
+            # the model it first sends): its "unset" choice stands for None in the widget (see `link`).
+            options = {label: UNSET if value is None else value for label, value in options.items()}
+        return kind(options=options, value=to_choice(getattr(state, spec.name)), description=p.doc,
+                    **CHOICE_LAYOUT, **extra, **common)
     return _slider(state, spec, p, common)
+
+
+UNSET = "unset"  # a drop-down's value for an optional setting left unset (None in the state)
+
+
+def to_choice(value):
+    """A state's value as its control's widget holds it (None: UNSET; only a drop-down offers None)."""
+    return UNSET if value is None else value
+
+
+def from_choice(value):
+    """A widget's value as the state holds it."""
+    return None if value == UNSET else value
 
 
 def _slider(state: ExplorableState, spec: ControlSpec, p: param.Number, common: dict) -> pn.widgets.Widget:
@@ -66,13 +83,13 @@ def link(state: ExplorableState, spec: ControlSpec, widget: pn.widgets.Widget) -
 
     @answer_reader
     def to_state(event):
-        value = spec.from_slider(event.new) if slider else event.new
+        value = spec.from_slider(event.new) if slider else from_choice(event.new)
         if getattr(state, name) != value:
             setattr(state, name, value)
 
     def to_widget(event):
         if not slider:
-            widget.value = event.new
+            widget.value = to_choice(event.new) if UNSET in getattr(widget, "values", ()) else event.new
             return
         position = spec.to_slider(event.new)
         if spec.log_scale and abs(spec.from_slider(widget.value) - event.new) <= 1e-3 * event.new:
@@ -252,5 +269,8 @@ class Controls(StateView):
             title=SECTIONS[-1], collapsed=True, sizing_mode="stretch_width", margin=(8, 10),
             css_classes=["advanced"],
         )
+        # As tall as the controls, not at most its parent's height (BokehJS gives a layout `max-height: 100%`): in
+        # a window shorter than the sidebar (which then scrolls by itself) the controls ran on below their own
+        # box, and the share link after it was drawn over the GPU memory section.
         return pn.Column(*sections, advanced, self.reset, css_classes=["controls"], sizing_mode="stretch_width",
-                         margin=0)
+                         margin=0, styles={"max-height": "none"})

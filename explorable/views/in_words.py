@@ -42,7 +42,7 @@ def lanes_in_words(trace: Trace, thrashing: bool) -> str:
                     f"The KV cache never filled: at most {use:.1f}% used.")
     preempted = trace.preemptions_per_request
     if s["preemptions"]:
-        times = trace.pass_start[trace.events[trace.events[:, 2] == Event.PREEMPT, 0]]
+        times = trace.pass_start[trace.event_pass[trace.event_kind == Event.PREEMPT]]
         colour = "magenta: the scheduler thrashes" if thrashing else "amber"
         said.append(f"{int((preempted > 0).sum()):,} requests were preempted, {s['preemptions']:,} preemptions in "
                     f"all, from {_s(float(times.min()))} to {_s(float(times.max()))}; their lost and redone work "

@@ -75,7 +75,7 @@ class TrafficCurve(StateView):
         fig = figure(height=210, sizing_mode="stretch_width", x_axis_type="log", toolbar_location=None, tools="",
                      output_backend=BACKEND, min_border_left=56, min_border_right=16, y_range=Range1d(0, 1))
         style_axes(fig, "offered request rate (req/s)", "requests served / s")
-        fig.line("rate", "rate", source=self.source, line_color=palette.RULE, line_dash="dashed")  # keeping up
+        fig.line("rate", "rate", source=self.source, line_color=palette.MUTED, line_dash="dashed")  # keeping up
         fig.line("rate", "served", source=self.source, line_color=palette.CURVE, line_width=2)
         dots = fig.scatter("rate", "served", source=self.source, size=5, fill_color="white", line_color=palette.CURVE)
         fig.add_tools(HoverTool(renderers=[dots], tooltips=[("offered", "@rate{0.[00]} req/s"),

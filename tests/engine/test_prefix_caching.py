@@ -61,7 +61,7 @@ def test_reference_counts_and_sharing_hold_on_every_pass(cfg):
 def test_hits_never_exceed_what_is_shared(cfg):
     trace = simulate(cfg)
     wl, bs = trace.workload, cfg.block_size
-    admissions = np.isin(trace.events[:, 2], [Event.ADMIT, Event.RESUME])
+    admissions = np.isin(trace.event_kind, [Event.ADMIT, Event.RESUME])
     for (p, r, kind), cached in zip(trace.events[admissions].tolist(), trace.event_cached[admissions].tolist()):
         assert cached % bs == 0
         if kind == Event.ADMIT:

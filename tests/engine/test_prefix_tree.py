@@ -90,8 +90,8 @@ def test_a_child_group_s_request_is_served_its_parents_blocks_from_the_cache():
     cfg = RunConfig(workload=wl, enable_prefix_caching=True, block_size=16, max_num_seqs=1,
                     num_gpu_blocks_override=64, model="tiny")
     trace = simulate(cfg)
-    admits = trace.events[trace.events[:, 2] == Event.ADMIT]
-    cached = dict(zip(admits[:, 1].tolist(), trace.event_cached[trace.events[:, 2] == Event.ADMIT].tolist()))
+    admits = trace.events[trace.event_kind == Event.ADMIT]
+    cached = dict(zip(admits[:, 1].tolist(), trace.event_cached[trace.event_kind == Event.ADMIT].tolist()))
     assert cached == {0: 0, 1: 32}
     assert np.array_equal(trace.cache_hits_per_request, [0, 32])
 

@@ -9,6 +9,8 @@ takes the keyboard; the readouts are live regions; lane states are not told by c
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from explorable.views.guide import GUIDES
@@ -194,6 +196,41 @@ def test_nothing_animates_for_a_reader_who_asked_for_less_motion(server, browser
           return out;
         }""")
         assert moving == [], f"still animated: {sorted(set(map(str, moving)))[:10]}"
+    finally:
+        page.wait_for_timeout(300)
+        context.close()
+
+
+LIVE_REGION_CHANGES_JS = """() => {
+  const live = [];
+  const walk = (root) => { for (const el of root.querySelectorAll('*')) {
+    if (el.getAttribute('aria-live') && el.classList.contains('run-readouts')) live.push(el);
+    if (el.shadowRoot) walk(el.shadowRoot); } };
+  walk(document);
+  window.__liveChanges = 0;
+  for (const el of live) {  // the text sits in the region's shadow root (Panel's HTML pane)
+    const observer = new MutationObserver(() => { window.__liveChanges += 1; });
+    for (const node of [el, el.shadowRoot].filter(Boolean))
+      observer.observe(node, {subtree: true, childList: true, characterData: true});
+  }
+  return live.length;
+}"""
+
+
+@pytest.mark.parametrize("site", ["server", "static_site"])
+def test_the_readouts_live_region_changes_once_per_click(site, browser, request):
+    """A screen reader says a polite live region's text each time it changes: one change per click (the whole
+    update in one replacement of the readouts' text), not one per figure or per message."""
+    context, page = open_page(browser, request.getfixturevalue(site), 1280)
+    try:
+        assert page.evaluate(LIVE_REGION_CHANGES_JS) == 1
+        for label in ("64", "512"):  # stops the test's static grid holds too
+            page.evaluate("window.__liveChanges = 0")
+            before = page.locator(".run-readouts .readouts").first.text_content()
+            page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(rf"^\s*{label}\s*$")).click()
+            settle(page, before)
+            page.wait_for_timeout(1500)  # the curves' follow-up and anything else the click sets off
+            assert page.evaluate("window.__liveChanges") == 1, label
     finally:
         page.wait_for_timeout(300)
         context.close()

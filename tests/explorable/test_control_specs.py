@@ -67,3 +67,25 @@ def test_quick_stops_and_the_static_grid_come_from_the_declarations():
     for name, spec in CONTROL_SPECS.items():
         if spec.stops:
             assert list(groups[f"stop-{name}"].options.values()) == [spec.typed(v) for v in spec.stops], name
+
+
+def test_a_drop_down_of_an_optional_setting_shows_its_unset_choice_and_follows_the_state():
+    """--max-model-len unset (None) is "the model's own": the drop-down the page first sends shows it (it showed
+    an empty box: Panel leaves a None value out of the model), and the widget and the state follow each other."""
+    from bokeh.document import Document
+
+    from explorable.views.controls import control_widget, link
+
+    state = ExplorableState()
+    spec = CONTROL_SPECS["max_model_len"]
+    widget = control_widget(state, spec)
+    link(state, spec, widget)
+    model = widget.get_root(Document())
+    assert state.max_model_len is None and dict(model.options)[model.value] == "the model's own"
+    widget.value = 4096
+    assert state.max_model_len == 4096
+    state.max_model_len = None
+    assert dict(model.options)[model.value] == "the model's own"
+    widget.value = 8192
+    widget.value = widget.values[0]  # the reader picks "the model's own" again
+    assert state.max_model_len is None

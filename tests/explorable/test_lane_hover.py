@@ -29,7 +29,7 @@ def _times(ts: list[float]) -> str:
 
 def expected(trace, r: int) -> str:
     """What the hover says about request r, from the trace."""
-    mine = trace.events[trace.events[:, 1] == r]
+    mine = trace.events[trace.event_request == r]
     at = lambda kinds: [float(trace.pass_start[p]) for p in sorted(mine[np.isin(mine[:, 2], kinds), 0])]  # noqa: E731
     admitted, evicted = at((Event.ADMIT, Event.RESUME)), at((Event.PREEMPT,))
     t = trace.timing()
@@ -38,7 +38,7 @@ def expected(trace, r: int) -> str:
             f"arrived at {t.arrival[r]:.2f} s; TTFT {_ms(t.ttft[r])}, TPOT {_ms(t.tpot[r])}, "
             f"worst ITL {_ms(t.worst_itl[r])}\nadmitted at {_times(admitted)}\npreempted at "
             + (f"{_times(evicted)} ({len(evicted)} time{'s' if len(evicted) > 1 else ''})" if evicted else "never"))
-    cached = [(int(trace.event_cached[(trace.events[:, 1] == r) & (trace.events[:, 2] == kind)].sum()), when)
+    cached = [(int(trace.event_cached[(trace.event_request == r) & (trace.event_kind == kind)].sum()), when)
               for kind, when in ((Event.ADMIT, "at admission"), (Event.RESUME, "on readmission"))]
     parts = [f"{k:,} tokens {when}" for k, when in cached if k > 0]
     return text + ("\nfrom cache: " + ", ".join(parts) if parts else "")

@@ -129,7 +129,7 @@ def test_hover_details_list_admissions_and_evictions(traces):
     r = int(np.flatnonzero(trace.preemptions_per_request == 2)[0])
     assert details["rows"]["admitted"][r] == 3 and details["rows"]["preempted"][r] == 2  # two readmissions
     admitted, evicted = listed(details, r)
-    mine = trace.events[trace.events[:, 1] == r]
+    mine = trace.events[trace.event_request == r]
     for kinds, shown in (((Event.ADMIT, Event.RESUME), admitted), ((Event.PREEMPT,), evicted)):
         passes = mine[np.isin(mine[:, 2], kinds), 0]
         assert shown == [round(float(trace.pass_start[p]) * 100) for p in sorted(passes)]
@@ -147,7 +147,7 @@ def test_hover_details_of_a_request_evicted_many_times_are_bounded_and_keep_the_
     assert details["rows"]["preempted"][r] == count
     evicted_shown = listed(details, r)[1]
     assert len(evicted_shown) == MAX_LISTED_TIMES
-    evicted = trace.events[(trace.events[:, 1] == r) & (trace.events[:, 2] == Event.PREEMPT), 0]
+    evicted = trace.event_pass[(trace.event_request == r) & (trace.event_kind == Event.PREEMPT)]
     assert evicted_shown[-1] / 100 == pytest.approx(trace.pass_start[evicted].max(), abs=0.006)  # the last one
     assert len(details["times"]["t"]) <= 2 * MAX_LISTED_TIMES * trace.workload.num_requests
 

@@ -66,10 +66,10 @@ def test_lanes_draw_the_cached_part_of_a_readmission_and_shrink_the_recompute():
     assert width(seg_off, palette.CACHED) == 0 and width(seg_on, palette.CACHED) > 0
     assert width(seg_on, palette.LOST) < width(seg_off, palette.LOST)
     # Every request served from cache has a light-teal stretch, and only those.
-    served = set(on.events[on.event_cached > 0, 1].tolist())
+    served = set(on.event_request[on.event_cached > 0].tolist())
     assert set(seg_on["y"][seg_on["state"] == palette.CACHED].tolist()) == served
     r = next(iter(served))
-    cached = int(on.event_cached[(on.events[:, 1] == r) & (on.events[:, 2] == Event.RESUME)].sum())
+    cached = int(on.event_cached[(on.event_request == r) & (on.event_kind == Event.RESUME)].sum())
     assert request_details(on)["rows"]["cached_resume"][r] == cached
     assert "from cache" in legend_html(True) and "from cache" not in legend_html(False)
 
