@@ -230,20 +230,22 @@
     if (x === y) return 0;
     return Math.abs(Math.log(Math.min(x, y) > 0 ? x / y : (x + 1) / (y + 1)));
   }
-  // The held state nearest `want`: fewest controls changed (besides `moved`, the control the reader moved,
-  // whose value is kept as near as the page holds), then the moved control's nearest value, then the least
-  // change of the others. Ties go to the first in the manifest.
-  function nearestHeld(want, moved) {
+  // The held state nearest `want`: where `moved` (the control the reader moved) is given, one with its value first,
+  // then the fewest other controls changed, then the moved control's nearest value, then the least change of the
+  // others (numbers on a log scale). Ties go to the first in the manifest. A link moves nothing: fewest controls
+  // changed, then the least change.
+  function nearestHeld(want, moved, keep) {
     let best = null, score = null;
-    for (const [key, v] of heldStates()) {
+    for (const [, v] of heldStates()) {
       let count = 0, rest = 0;
       for (const n of C.keyed) {
         if (n === moved) continue;
         const d = apart(n, v[n], want[n]);
         if (d) { count++; rest += d; }
       }
-      const s = [count, moved ? apart(moved, v[moved], want[moved]) : 0, rest];
-      if (!score || s[0] < score[0] || (s[0] === score[0] && (s[1] < score[1] || (s[1] === score[1] && s[2] < score[2])))) {
+      const dm = moved ? apart(moved, v[moved], want[moved]) : 0;
+      const s = [keep && dm ? 1 : 0, count, dm, rest];
+      if (!score || s.some((x, i) => x !== score[i] && s.slice(0, i).every((y, j) => y === score[j]) && x < score[i])) {
         best = v; score = s;
       }
     }
@@ -288,6 +290,16 @@
     const parts = text.split(C.blankCell);
     if (!cells || parts.length !== cells.length + 1) return text;
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
+  }
+
+  // A setting that cannot run leaves the last run's figures on screen, greyed, as the served app's Readouts does.
+  function stale() {
+    const patch = {};
+    for (const [name, cls] of [["readouts", "readouts"], ["readouts.traffic", "readouts"], ["results_bar", "results"]]) {
+      const m = C.ids[name] && doc.get_model_by_id(C.ids[name]);
+      if (m && m.text) patch[name] = {text: m.text.replace(`class=&quot;${cls}&quot;`, `class=&quot;${cls} stale&quot;`)};
+    }
+    return patch;
   }
 
   // Apply a patch of the page's own controls and panes (no arrays): {name: {property: value}}.
@@ -386,6 +398,7 @@
     if (mine !== latest) return;
     const patch = drawn ? {} : {...data.patch};
     if (patch.readouts) patch.readouts = {...patch.readouts, text: readoutsText(patch.readouts.text, data)};
+    if (!data.summary) Object.assign(patch, stale());
     const out = events(patch, []);
     if (data.summary) events(trafficPatch(data, keyOf(v), true), out);
     events(widgets(v), out);
@@ -405,7 +418,7 @@
   // naming each other control that changed.
   function goNear(want, moved) {
     if (C.states[keyOf(want)]) return go(want);
-    const got = nearestHeld(want, moved);
+    const got = nearestHeld(want, moved, true);
     notices(changes(want, got, moved));
     if (keyOf(got) === keyOf(values)) { patchUi(widgets(values)); return undefined; }  // the slider snaps back
     return go(got);
@@ -467,7 +480,7 @@
       }
     }
     if (C.states[keyOf(v)]) return [v, lines];
-    const got = nearestHeld(v, null);
+    const got = nearestHeld(v, null, false);
     return [got, [...lines, ...changes(v, got, null)]];
   }
 
@@ -502,10 +515,12 @@
       // The widget echoing a value we set (or a release at the current stop) changes nothing, as in the
       // served app, where setting a parameter to its value sends nothing.
       if (keyOf(v) === keyOf(values) && v[name] === values[name]) return;
-      if (name in C.numbers && !C.states[keyOf(v)]) {
-        // Between stops the slider snaps to the nearest value held with the other controls as they are.
-        const got = nearestHeld(v, name);
-        if (!changes(v, got, name).length) { if (keyOf(got) === keyOf(values)) patchUi(widgets(values)); else go(got); return; }
+      if (name in C.numbers && !C.numbers[name].includes(Number(v[name]))) {
+        // Between the values it holds, a slider snaps to the nearest one held with the other controls as they are.
+        const got = nearestHeld(v, name, false);
+        if (keyOf(got) === keyOf(values)) patchUi(widgets(values));
+        else go(got);
+        return;
       }
       goNear(v, name);
     },
@@ -516,14 +531,11 @@
       if (applying || !values || i === null || i === undefined) return;
       const x = Number(C.buttonStops[control][i]);
       const j = C.numbers[control].findIndex((n) => n === x);
-      const v = {...values, [control]: j >= 0 ? C.stops[control][j] : C.buttonStops[control][i]};
-      if (keyOf(v) === keyOf(values)) { patchUi(stopLights(values)); return; }
-      if (C.states[keyOf(v)]) return go(v);
-      const got = nearestHeld(v, control);
-      if (!changes(v, got, control).length && keyOf(got) === keyOf(values)) {
-        // A stop off this build's grid snaps to the value on screen: light that value's stop again.
+      const v = {...values, [control]: j >= 0 ? C.stops[control][j] : null};
+      if (j < 0 || keyOf(v) === keyOf(values)) {
+        // A stop off this build's values snaps to the value on screen: light that value's stop again.
         patchUi(stopLights(values));
-        return;
+        return undefined;
       }
       return goNear(v, control);
     },
