@@ -197,3 +197,34 @@ def test_floats_on_a_power_of_two_grid_are_stored_as_small_integers_and_decode_b
     plain = static_data.byte_planes(on_grid.tobytes(), 4, False)
     grid = static_data.grid_planes(on_grid.astype(np.float64), static_data.grid_exponent(on_grid.astype(np.float64)))
     assert len(grid["data"]) < 0.7 * len(plain["data"])
+
+
+def test_the_grid_is_the_articles_product_and_each_held_guides_steps_with_their_one_control_neighbourhoods():
+    stops = export.parse_stops([])
+    article, article_reach = export.grid(stops, ())
+    assert (len(article_reach), len(article)) == (4480, 2800)  # --guides none: the grid before the guides came
+    computed, reach = export.grid(stops)
+    assert set(article_reach) <= set(reach) and all(reach[k] == v for k, v in article_reach.items())
+    defaults = ExplorableState.__new__(ExplorableState).defaults()
+    expected = set()
+    for spec in static_page.held_guides(static_page.HELD_GUIDES):
+        around = export.neighbourhood_stops(stops, spec)
+        assert set(around) == set(spec.tries) and len(spec.tries) >= 3
+        for step in spec.steps:
+            base = {**defaults, **step.settings}
+            expected.add(export.state_key(base))
+            for name, values in around.items():
+                assert set(stops[name]) <= set(values)
+                expected |= {export.state_key({**base, name: v}) for v in values}
+    assert expected <= set(reach)
+    assert set(reach) - set(article_reach) <= expected  # nothing beyond the steps' neighbourhoods
+    # Keys extend the article's: the grid's URL texts, then each other control that is not at its start.
+    assert "256&16.0&on-demand&4.0&pass&16.0&arrival=rate&request_rate=16.0" in computed
+    assert "256&16.0&on-demand&4.0&pass&16.0&enable_prefix_caching=true&system_prompt_len=1024" in computed
+    # Narrowed: one guide, fewer rates (a step's own rate stays).
+    narrow, _ = export.grid(export.parse_stops(["request_rate=4,16"]), ("traffic",))
+    assert not any("prefix" in k for k in narrow)
+    rates = {v["request_rate"] for v in narrow.values() if v["arrival"] == "rate"}
+    assert rates == {4.0, 8.0, 10.0, 16.0}
+    assert export.parse_guides(None) == ("traffic", "prefix") and export.parse_guides("none") == ()
+    assert export.parse_guides("prefix,traffic") == ("traffic", "prefix")
