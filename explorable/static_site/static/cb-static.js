@@ -412,6 +412,24 @@
     values = {...v};
     if (data.summary) { shown = data; shownKey = keyOf(v); }
     writeUrl(values);
+    prefetch();
+  }
+
+  // While the reader reads, fetch the steps either side of each guide's current one: a walk through a guide then
+  // finds its next state's file in hand.
+  let prefetching = 0;
+  function prefetch() {
+    const mine = ++prefetching;
+    const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
+    later(() => {
+      if (mine !== prefetching) return;
+      G.forEach((g, i) => {
+        for (const j of [guideState[i].chosen + 1, guideState[i].chosen - 1]) {
+          const file = j >= 0 && j < g.steps.length && C.states[g.steps[j]];
+          if (file) load(file).catch(() => files.delete(file));
+        }
+      });
+    });
   }
 
   // A setting the reader asked for: itself where the page holds it, else the nearest it holds, with a notice
