@@ -470,6 +470,7 @@ def _shell(out: Path, stops: dict[str, tuple], held: dict[str, tuple], files: di
         config = config or _config(page, stops, held, files, reach, step_keys, results, shared, guides)
         ids = {n: m.id for n, m in {**page.run_models, **page.ui_models}.items()}
         static_page.set_controls(page, {})  # back at the starting point, which the shell draws
+        static_page.forget_traffic(page)
         page.state.dismiss_notices()
         static_page.on_change_js(page)
         # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).

@@ -239,6 +239,19 @@ def run_patch(page: Page) -> dict[str, dict[str, Any]]:
     return out
 
 
+def forget_traffic(page: Page) -> None:
+    """The traffic views as the served page has them before traffic first arrives: hidden and empty (the guides'
+    fragments drew the traffic steps in this page; the shell need not carry the last one's figures)."""
+    if "traffic.pane" not in page.run_models:
+        return
+    readouts, curve = page.app.views["readouts"], page.app.views["traffic_curve"]
+    readouts.traffic.param.update(object="", visible=False)
+    curve.source.data = {k: [] for k in curve.source.data}
+    curve.words.object = ""
+    curve.pane.visible = False
+    curve._config = None  # (drawn again in full at the next traffic state)
+
+
 def traffic_data(page: Page) -> dict[str, Any] | None:
     """What the page's script needs to draw the traffic readouts and SLO lines at any SLO target: each request's
     TTFT and TPOT (s; None where not finite) and whether it finished, the run's length, and the extent of the

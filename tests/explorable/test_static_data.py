@@ -68,7 +68,6 @@ SAMPLE = (
     "64&2.0&reserve&1.0&pass&1.0",
     "512&16.0&reserve&1.0&request&1.0",
     "256&16.0&on-demand&4.0&pass&16.0&arrival=rate&request_rate=16.0",  # past the knee, under traffic
-    "16&16.0&on-demand&4.0&pass&16.0&arrival=rate&request_rate=4.0",  # a cap of 16 at 4/s: a step's neighbour
     "256&16.0&on-demand&4.0&pass&16.0&enable_prefix_caching=true&system_prompt_len=1024",  # a shared system prompt
 )
 

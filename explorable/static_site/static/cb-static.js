@@ -549,13 +549,15 @@
       if (applying || !values || i === null || i === undefined) return;
       const x = Number(C.buttonStops[control][i]);
       const j = C.numbers[control].findIndex((n) => n === x);
-      const v = {...values, [control]: j >= 0 ? C.stops[control][j] : null};
-      if (j < 0 || keyOf(v) === keyOf(values)) {
-        // A stop off this build's values snaps to the value on screen: light that value's stop again.
+      // A stop this build holds; one it does not snaps, as a slider between values does, to the nearest value
+      // held with the other controls as they are (the value on screen, perhaps: its stop is lit again).
+      const v = {...values, [control]: j >= 0 ? C.stops[control][j] : String(x)};
+      const got = j >= 0 ? v : nearestHeld(v, control, false);
+      if (keyOf(got) === keyOf(values)) {
         patchUi(stopLights(values));
         return undefined;
       }
-      return goNear(v, control);
+      return j >= 0 ? goNear(v, control) : go(got);
     },
     // A guided step clicked (Bokeh's js_on_change on the guide's step group).
     chooseStep(guide, i) {
