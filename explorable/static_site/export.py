@@ -5,8 +5,11 @@ DIR gets `index.html` (the served app's page, built by the same views, with its 
 Bokeh and Panel JavaScript and CSS they load, copied from the installed packages, `static/cb-static.js`
 (which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
 JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
-Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
-code in worker processes; the page itself computes nothing. DIR holds only what a host should serve.
+Every state it holds is simulated by the engine and drawn by the app's own view code in worker processes: the
+full product of the grid controls' stops (the article's guide), and each step of the guides under traffic and
+with prefix caching with each control the guide names moved to its stops (`--guides`). The page runs no engine
+(it computes only goodput against the SLO targets, from each request's timing in the file). DIR holds only what
+a host should serve.
 Interrupted, the build resumes: each group of states, once done, is kept outside DIR (under the system's
 temporary folder, or --work), and that cache is removed when the build completes.
 """

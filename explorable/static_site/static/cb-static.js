@@ -1,6 +1,8 @@
 // The static explorable's only script: when the reader changes a control, fetch that state's file (made by
 // `python -m explorable.export` from the served app's own views) and apply it to the page's Bokeh models as
-// one patch, exactly the properties the server would have sent. It computes no outcome; it picks files.
+// one patch, exactly the properties the server would have sent. It runs no engine: it picks files (the nearest
+// held one for a setting the build does not hold) and computes only what the served app computes from a run's
+// figures, the SLO targets' goodput and lines, from each request's TTFT and TPOT in the file.
 (() => {
   "use strict";
   const C = window.CB_STATIC_CONFIG;
