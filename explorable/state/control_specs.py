@@ -55,6 +55,9 @@ class ControlSpec:
     stops: tuple = ()  # the sidebar's quick stops, one click each
     stop_label: str = "{}"  # how a stop's button reads its value
     static_stops: tuple = ()  # the static build's grid for this control; none: fixed at its starting value there
+    # The static build's values of a control outside that grid (its full product would explode): held around each
+    # step of a guide that asks the reader to try it (GuideSpec.tries), one control changed from the step.
+    step_stops: tuple = ()
     number_format: str | None = None  # the slider's number format (Bokeh's NumeralTickFormatter syntax)
     slider_step: float | None = None  # the slider's step, where the setting declares none
     slider_end: float | None = None  # the slider's end, where it stops short of what a link may set
@@ -134,17 +137,18 @@ CONTROL_SPECS: dict[str, ControlSpec] = {c.name: c for c in (
                 note="256 requests; total output stays 65,536 tokens at every spread."),
     ControlSpec("model", "Advanced"),
     ControlSpec("gpu", "Advanced"),
-    ControlSpec("max_num_batched_tokens", "Advanced"),
+    ControlSpec("max_num_batched_tokens", "Advanced", step_stops=(1024, 2048, 8192)),
     ControlSpec("scheduler_reserve_full_isl", "Advanced"),
-    ControlSpec("arrival", "Traffic"),
-    ControlSpec("request_rate", "Traffic", stops=(1, 4, 8, 12, 16, 32), stop_label="{:g}/s", log_scale=True),
-    ControlSpec("burstiness", "Traffic", number_format="0.0", slider_step=0.1),
-    ControlSpec("enable_prefix_caching", "KV cache",
+    ControlSpec("arrival", "Traffic", step_stops=("all-at-once", "rate")),
+    ControlSpec("request_rate", "Traffic", stops=(1, 4, 8, 12, 16, 32), stop_label="{:g}/s", log_scale=True,
+                step_stops=(1, 4, 8, 12, 16, 32)),
+    ControlSpec("burstiness", "Traffic", number_format="0.0", slider_step=0.1, step_stops=(0.5, 1, 2)),
+    ControlSpec("enable_prefix_caching", "KV cache", step_stops=(False, True),
                 note="vLLM's --enable-prefix-caching: a prompt that starts like one already computed (a shared "
                      "system prompt, or its own after an eviction) reuses those cache blocks instead of computing "
                      "them. Off by default: the article's figures assume it."),
-    ControlSpec("system_prompt_len", "Workload", number_format="0,0"),
-    ControlSpec("turns", "Workload"),
+    ControlSpec("system_prompt_len", "Workload", number_format="0,0", step_stops=(0, 256, 1024, 2048)),
+    ControlSpec("turns", "Workload", step_stops=(1, 2, 4)),
     # The course's fixes for the memory wall (docs/memory-fixes.md). gpu_memory_utilization may be unset (the pool
     # is then pool_gib's): its widget is a switch between the two and a slider (explorable/views/memory_controls.py).
     ControlSpec("gpu_memory_utilization", "GPU memory", number_format="0.00",
@@ -194,6 +198,12 @@ SIDEBAR_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.section 
 GRID_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.static_stops)
 STATIC_STOPS = {name: tuple(CONTROL_SPECS[name].typed(v) for v in CONTROL_SPECS[name].static_stops)
                 for name in GRID_CONTROLS}
+# The controls the static build holds around the guides' steps only (not in the product), and their values.
+STEP_CONTROLS = tuple(name for name, c in CONTROL_SPECS.items() if c.step_stops and not c.static_stops)
+STEP_STOPS = {name: tuple(CONTROL_SPECS[name].typed(v) for v in CONTROL_SPECS[name].step_stops)
+              for name in STEP_CONTROLS}
+# Every control a static state's key names (the grid's always, the others where they differ from the start).
+HELD_CONTROLS = tuple(name for name in CONTROL_SPECS if name in GRID_CONTROLS or name in STEP_CONTROLS)
 
 
 def config_fields(values: dict[str, Any]) -> dict[str, Any]:

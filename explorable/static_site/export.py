@@ -5,8 +5,11 @@ DIR gets `index.html` (the served app's page, built by the same views, with its 
 Bokeh and Panel JavaScript and CSS they load, copied from the installed packages, `static/cb-static.js`
 (which swaps a state's data into the page's models when the reader changes a control) and `data/`, one
 JSON file per distinct outcome, named by a hash of its content, so identical outcomes are stored once.
-Every state of the grid (the controls' stops) is simulated by the engine and drawn by the app's own view
-code in worker processes; the page itself computes nothing. DIR holds only what a host should serve.
+Every state it holds is simulated by the engine and drawn by the app's own view code in worker processes: the
+full product of the grid controls' stops (the article's guide), and each step of the guides under traffic and
+with prefix caching with each control the guide names moved to its stops (`--guides`). The page runs no engine
+(it computes only goodput against the SLO targets, from each request's timing in the file). DIR holds only what
+a host should serve.
 Interrupted, the build resumes: each group of states, once done, is kept outside DIR (under the system's
 temporary folder, or --work), and that cache is removed when the build completes.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import functools
 import html
 import itertools
 import json
@@ -30,14 +34,20 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from explorable.state.control_specs import CONTROL_SPECS, GRID_CONTROLS
+from explorable.state.control_specs import CONTROL_SPECS, GRID_CONTROLS, HELD_CONTROLS, STEP_CONTROLS
 from explorable.static_site import static_data
 
 LEGACY_WORK = ".work"  # where builds before this one kept their resume cache: inside the site (removed)
 STATIC_JS = Path(__file__).resolve().parent / "static" / "cb-static.js"
 # The grid's controls in URL order: those whose declaration gives static stops (explorable.state.control_specs).
 GRID_ORDER = GRID_CONTROLS
-CHOICES = tuple(n for n in GRID_ORDER if CONTROL_SPECS[n].setting.choices)  # the rest are numbers
+# Controls held only around the held guides' steps (declared with step_stops), in URL order: a state's key names
+# each one that differs from its starting value, after the grid's (so every key of the article's grid is as before).
+EXTRA_ORDER = STEP_CONTROLS
+CHOICES = tuple(n for n in HELD_CONTROLS if CONTROL_SPECS[n].setting.choices)  # choices; the rest numbers or bools
+BOOLS = tuple(n for n in HELD_CONTROLS if CONTROL_SPECS[n].setting.kind is bool)
+# The guides the default build holds beside the article's, by GuideSpec.needs (--guides).
+from explorable.static_site.static_page import HELD_GUIDES, NEEDS, held_guides  # noqa: E402
 
 
 class ExportError(Exception):
@@ -45,6 +55,7 @@ class ExportError(Exception):
 
 
 # -- the grid -------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None, typed=True)
 def url_text(name: str, value: Any) -> str:
     """A control's value as the served app writes it in the URL (`layout.query_values`)."""
     from explorable.state.store import ExplorableState
@@ -53,29 +64,92 @@ def url_text(name: str, value: Any) -> str:
     return text if isinstance(text, str) else json.dumps(text)
 
 
-def state_key(values: dict[str, Any]) -> str:
-    """The key of a state in the manifest: its grid controls' URL texts, in URL order."""
-    return "&".join(url_text(n, values[n]) for n in GRID_ORDER)
-
-
-def grid(stops: dict[str, tuple]) -> tuple[dict[str, dict], dict[str, str]]:
-    """(computed states by key, every reachable key -> the key whose outcome it shows).
-
-    On demand, declared max_tokens is never read: every declared stop shows the run at the default one."""
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict[str, Any]:
     from explorable.state.store import ExplorableState
 
-    default_declared = ExplorableState.param["declared_multiple"].default
+    return {n: ExplorableState.param[n].default for n in HELD_CONTROLS}
+
+
+def state_key(values: dict[str, Any]) -> str:
+    """The key of a state in the manifest: its grid controls' URL texts, in URL order, then `&name=text` for each
+    control held around the guides' steps that differs from its starting value (absent: at its start)."""
+    defaults = _defaults()
+    key = "&".join(url_text(n, values[n]) for n in GRID_ORDER)
+    return key + "".join(f"&{n}={url_text(n, values[n])}" for n in EXTRA_ORDER
+                         if n in values and url_text(n, values[n]) != url_text(n, defaults[n]))
+
+
+def _ordered(name: str, values: Iterable) -> tuple:
+    values = tuple(dict.fromkeys(values))
+    return values if name in CHOICES or name in BOOLS else tuple(sorted(values))
+
+
+def neighbourhood_stops(stops: dict[str, tuple], spec) -> dict[str, tuple]:
+    """The values a held guide's neighbourhood gives each control it asks to try: the control's stops and every
+    value the guide's own steps give it (the rate of 10/s the third step under traffic uses)."""
+    return {c: _ordered(c, [*stops[c], *(st.settings[c] for st in spec.steps if c in st.settings)])
+            for c in spec.tries}
+
+
+def grid(stops: dict[str, tuple], guides=HELD_GUIDES) -> tuple[dict[str, dict], dict[str, str]]:
+    """(computed states by key, every reachable key -> the key whose outcome it shows): the full product of the
+    grid controls' stops, and, for each step of each held guide, the step and each control the guide asks the reader
+    to try moved to each of its stops (the step's one-control neighbourhood).
+
+    On demand, declared max_tokens is never read: every declared stop shows the run at the default one."""
+    defaults = _defaults()
+    default_declared = defaults["declared_multiple"]
     computed: dict[str, dict] = {}
     reach: dict[str, str] = {}
-    for combo in itertools.product(*(stops[n] for n in GRID_ORDER)):
-        values = dict(zip(GRID_ORDER, combo))
+
+    def hold(values: dict) -> None:
         shown = dict(values)
         if values["allocation"] == "on-demand":
             shown["declared_multiple"] = default_declared
         key = state_key(shown)
-        computed[key] = shown
+        computed.setdefault(key, shown)
         reach[state_key(values)] = key
+
+    for combo in itertools.product(*(stops[n] for n in GRID_ORDER)):
+        hold({**defaults, **dict(zip(GRID_ORDER, combo))})
+    for spec in held_guides(guides):
+        around = neighbourhood_stops(stops, spec)
+        for step in spec.steps:
+            base = {**defaults, **step.settings}
+            hold(base)
+            for name, values in around.items():
+                for v in values:
+                    hold({**base, name: v})
     return computed, reach
+
+
+def all_stops(stops: dict[str, tuple], guides=HELD_GUIDES) -> dict[str, tuple]:
+    """Every value the build holds of each held control (its stops, and the held guides' steps' own values)."""
+    out = {n: list(stops[n]) for n in HELD_CONTROLS}
+    defaults = _defaults()
+    for spec in held_guides(guides):
+        for step in spec.steps:
+            for n, v in step.settings.items():
+                out[n].append(v)
+    for n in HELD_CONTROLS:
+        out[n].append(defaults[n])
+    return {n: _ordered(n, v) for n, v in out.items()}
+
+
+def parse_guides(text: str | None) -> tuple[str, ...]:
+    """`--guides traffic,prefix` (the default), a part of it, or `none`: the guides held beside the article's."""
+    if text is None:
+        return HELD_GUIDES
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if names == ["none"]:
+        return ()
+    bad = [n for n in names if n not in HELD_GUIDES]
+    if bad or not names:
+        served = ", ".join(sorted(set(NEEDS) - set(HELD_GUIDES)))
+        raise ExportError(f"--guides takes a comma-separated list of {', '.join(HELD_GUIDES)} (or none; {served} "
+                          f"stays a guide of the served explorable): {text!r}")
+    return tuple(n for n in HELD_GUIDES if n in names)
 
 
 def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
@@ -96,42 +170,49 @@ def parse_stops(items: Iterable[str]) -> dict[str, tuple]:
             raise ExportError(f"--stops {name}: each value must be {exc}") from None
         if not values:
             raise ExportError(f"--stops {name}: no values")
-        stops[name] = tuple(sorted(values)) if name not in CHOICES else values
-    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
-    missing = [n for n in GRID_ORDER if defaults[n] not in stops[n]]
+        stops[name] = _ordered(name, values)
+    defaults = {n: ExplorableState.param[n].default for n in STOPS}
+    missing = [n for n in STOPS if defaults[n] not in stops[n]]
     if missing:
-        needed = ", ".join(f"{n}={defaults[n]}" for n in missing)
+        needed = ", ".join(f"{n}={url_text(n, defaults[n])}" for n in missing)
         raise ExportError(f"the stops must include the starting point: {needed}")
     return stops
 
 
-def guided_step_keys(stops: dict[str, tuple]) -> list[str]:
-    """The key of each guided step's state (the page's step buttons go there); every one must be on the grid."""
-    from explorable.views.guide import STEPS
-    from explorable.state.store import ExplorableState
+def guided_step_keys(stops: dict[str, tuple], guides=HELD_GUIDES) -> dict[str, list[str]]:
+    """The key of each guided step's state, by guide (the page's step buttons go there): the article's steps must
+    be on the grid; the held guides' steps are held with their neighbourhoods."""
+    from explorable.views.guide import GUIDES
 
-    _, reach = grid(stops)
-    defaults = {n: ExplorableState.param[n].default for n in GRID_ORDER}
-    keys = []
-    for step in STEPS:
-        key = reach.get(state_key({**defaults, **step.settings}))
-        if key is None:
-            raise ExportError(f"the stops must include every guided step's settings ({step.title}: {step.settings})")
-        keys.append(key)
-    return keys
+    _, reach = grid(stops, guides)
+    defaults = _defaults()
+    out: dict[str, list[str]] = {}
+    for spec in GUIDES:
+        if spec.needs and spec.needs not in guides:
+            continue
+        keys = []
+        for step in spec.steps:
+            unheld = [n for n in step.settings if n not in HELD_CONTROLS]
+            key = None if unheld else reach.get(state_key({**defaults, **step.settings}))
+            if key is None:
+                raise ExportError(f"the stops must include every guided step's settings ({step.title}: "
+                                  f"{step.settings})")
+            keys.append(key)
+        out[spec.key] = keys
+    return out
 
 
 # -- worker: one group of states -------------------------------------------------------------------
 _PAGE = None
 
 
-def _export_group(stops: dict[str, tuple], states: list[dict], target: str) -> int:
+def _export_group(stops: dict[str, tuple], guides: tuple, states: list[dict], target: str) -> int:
     """Draw each state with the app's views; write their summaries and patches to `target` (atomically)."""
     global _PAGE
     from explorable.static_site import static_page
 
     if _PAGE is None:
-        _PAGE = static_page.build(stops)
+        _PAGE = static_page.build(stops, guides=guides)
     page = _PAGE
     out = []
     for values in states:
@@ -140,8 +221,9 @@ def _export_group(stops: dict[str, tuple], states: list[dict], target: str) -> i
         out.append({
             "key": state_key(values), "values": values,
             "summary": page.state.summary if ok else None,
-            "patch": static_page.patch(page.run_models) if ok else
+            "patch": static_page.run_patch(page) if ok else
             static_page.patch({"run_error": page.run_models["run_error"]}),
+            "traffic": static_page.traffic_data(page) if ok else None,
         })
     tmp = Path(target + ".tmp")
     tmp.write_text(json.dumps(out, separators=(",", ":")))
@@ -170,12 +252,13 @@ def _delta_cells(summary: dict, previous: dict, values: dict) -> list[str]:
     return [html.escape(delta_cell(r)) for r in readouts(summary, previous, cfg)]
 
 
-def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], stops: dict[str, tuple]) -> set[str]:
-    """Computed states one control change away (a stop click, a slider release, a radio choice)."""
+def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], held: dict[str, tuple]) -> set[str]:
+    """Computed states one control change away (a stop click, a slider release, a radio choice); `held`: every
+    value the build holds of each control (`all_stops`)."""
     values = computed[key]
     out = set()
-    for name in GRID_ORDER:
-        for v in stops[name]:
+    for name in HELD_CONTROLS:
+        for v in held[name]:
             if v != values[name]:
                 other = reach.get(state_key({**values, name: v}))
                 if other:
@@ -183,7 +266,7 @@ def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], stop
     return out
 
 
-def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, step_keys
+def _write_data(out: Path, results: dict[str, dict], computed, reach, held, step_keys
                 ) -> tuple[dict[str, str], list[dict]]:
     """One file per distinct outcome under data/; returns key -> file name (without .json), and the arrays
     that are shared by many files (the page carries those)."""
@@ -200,11 +283,13 @@ def _write_data(out: Path, results: dict[str, dict], computed, reach, stops, ste
         packed, arrays = packs[key]
         body: dict[str, Any] = {"patch": packed, "arrays": arrays}
         s = r["summary"]
+        if r.get("traffic"):
+            body["traffic"] = r["traffic"]
         if s is not None:
             body["summary"] = s
             body["sid"] = _summary_id(s)
             after: dict[str, list[str]] = {}  # deltas of this state after a neighbour or a step
-            for other in _neighbours(key, computed, reach, stops) | set(step_keys):
+            for other in _neighbours(key, computed, reach, held) | set(step_keys):
                 prev = results[other]["summary"]
                 if other != key and prev is not None:
                     after[_summary_id(prev)] = _delta_cells(s, prev, r["values"])
@@ -319,33 +404,49 @@ _SWITCH = """<script>(() => {  // ?projector=1 is the projector page's, as on th
 """
 
 
-def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str], step_keys: list[str],
-            results: dict[str, dict], shared: list[dict]) -> dict[str, Any]:
+def _config(page, stops: dict[str, tuple], held: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
+            step_keys: dict[str, list[str]], results: dict[str, dict], shared: list[dict],
+            guides: tuple) -> dict[str, Any]:
     """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
     from explorable.static_site import static_page
     from explorable.page.layout import EMBED_MESSAGE
-    from explorable.views.readouts import Readout, delta_cell
-    from explorable.state.control_specs import SIDEBAR_CONTROLS
-    from explorable.state.store import CONTROLS, ExplorableState
+    from explorable.views.readouts import Readout, delta_cell, traffic_readouts
+    from explorable.state.control_specs import SIDEBAR_CONTROLS, SLO_CONTROLS, URL_CONTROLS
+    from explorable.state.store import ExplorableState
 
-    controls = [n for n in CONTROLS if n in SIDEBAR_CONTROLS]  # (the section of a reader's own workload is left out)
+    # Every control of the served app's link, in its order (the section of a reader's own workload is left out).
+    controls = [n for n in URL_CONTROLS if n in SIDEBAR_CONTROLS]
+    on_page = static_page.held_controls(guides)
+    keyed = [n for n in HELD_CONTROLS if n in on_page]  # the controls a state's key names
+    numbers = [n for n in keyed if n not in CHOICES and n not in BOOLS]
+    specs = [spec for spec in page.app.guide_specs()]
+    rows = traffic_readouts({k: 1.0 for k in ("ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+                                              "request_throughput")}, None, 1.0, None, {"ttft": 1.0, "tpot": 1.0})
     return {
         "order": controls,
         "grid": list(GRID_ORDER),
-        "stops": {n: [url_text(n, v) for v in stops[n]] for n in GRID_ORDER},
-        "numbers": {n: [float(v) for v in stops[n]] for n in GRID_ORDER if n not in CHOICES},
-        "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in CHOICES},
+        "extra": [n for n in EXTRA_ORDER if n in keyed],
+        "keyed": keyed,
+        "stops": {n: [url_text(n, v) for v in held[n]] for n in keyed},
+        "numbers": {n: [float(v) for v in held[n]] for n in numbers},
+        "choices": {n: [url_text(n, v) for v in ExplorableState.param[n].objects] for n in keyed if n in CHOICES},
+        "bools": [n for n in keyed if n in BOOLS],
+        "slo": [n for n in SLO_CONTROLS if n in on_page],
         "defaults": {n: url_text(n, ExplorableState.param[n].default) for n in controls},
         "labels": {n: ExplorableState.param[n].label for n in controls},
+        "logScale": [n for n in keyed if CONTROL_SPECS[n].log_scale],
+        "sloBounds": {n: list(ExplorableState.param[n].bounds) for n in SLO_CONTROLS},
         "states": {k: files[v] for k, v in reach.items()},
-        "steps": step_keys,
-        "stepValues": [{n: url_text(n, results[k]["values"][n]) for n in GRID_ORDER} for k in step_keys],
+        "guides": [{"key": spec.key, "steps": step_keys[spec.key],
+                    "values": [{n: url_text(n, results[k]["values"][n]) for n in keyed} for k in step_keys[spec.key]]}
+                   for spec in specs],
         "guide": static_page.guide_fragments(page),
         "controls": static_page.control_fragments(page),
         "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
+        "trafficRows": [[r.key, r.label] for r in rows],
         "buttonStops": {n: [url_text(n, CONTROL_SPECS[n].typed(v)) for v in (
             page.app.views["controls"].pool_stops if n == "pool_gib" else CONTROL_SPECS[n].stops)]
-            for n in GRID_ORDER if CONTROL_SPECS[n].stops},
+            for n in keyed if CONTROL_SPECS[n].stops},
         "embedMessage": EMBED_MESSAGE,
         "shareText": page.ui_models["share"].text,
         "shareHref": static_page.SHARE_HREF,
@@ -353,8 +454,8 @@ def _config(page, stops: dict[str, tuple], files: dict[str, str], reach: dict[st
     }
 
 
-def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
-           step_keys: list[str], results: dict[str, dict], shared: list[dict]) -> None:
+def _shell(out: Path, stops: dict[str, tuple], held: dict[str, tuple], files: dict[str, str], reach: dict[str, str],
+           step_keys: dict[str, list[str]], results: dict[str, dict], shared: list[dict], guides: tuple) -> None:
     """index.html and projector.html: the page at its starting point, its resources, and what the script needs."""
     from panel.config import config as pn_config
     from panel.io.resources import set_resource_mode
@@ -368,10 +469,11 @@ def _shell(out: Path, stops: dict[str, tuple], files: dict[str, str], reach: dic
     shutil.copyfile(STATIC_JS, out / "static" / "cb-static.js")
     config = None
     for name, projector in PAGES:
-        page = static_page.build(stops, projector=projector)
-        config = config or _config(page, stops, files, reach, step_keys, results, shared)
+        page = static_page.build(stops, projector=projector, guides=guides)
+        config = config or _config(page, stops, held, files, reach, step_keys, results, shared, guides)
         ids = {n: m.id for n, m in {**page.run_models, **page.ui_models}.items()}
         static_page.set_controls(page, {})  # back at the starting point, which the shell draws
+        static_page.forget_traffic(page)
         page.state.dismiss_notices()
         static_page.on_change_js(page)
         # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).
@@ -433,11 +535,11 @@ def code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def work_dir(out: Path, stops: dict[str, tuple], root: Path | None = None) -> Path:
+def work_dir(out: Path, stops: dict[str, tuple], root: Path | None = None, guides=HELD_GUIDES) -> Path:
     """The resume cache of a build of `stops` into `out`: outside `out`, one per site folder, grid and version of
     the code (two builds into different folders, of different grids or by different code never share one)."""
-    key = json.dumps({"out": str(out.resolve()), "stops": {n: [str(v) for v in stops[n]] for n in GRID_ORDER},
-                      "code": code_digest()})
+    key = json.dumps({"out": str(out.resolve()), "stops": {n: [str(v) for v in stops[n]] for n in sorted(stops)},
+                      "guides": list(guides), "code": code_digest()})
     return (root or default_work_root()) / _digest(key.encode(), 16)
 
 
@@ -452,26 +554,31 @@ def _tidy(out: Path) -> None:
 
 # -- command line --------------------------------------------------------------------------------
 def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True,
-           work_root: Path | None = None) -> dict[str, Any]:
+           work_root: Path | None = None, guides=HELD_GUIDES) -> dict[str, Any]:
     """Build the site in `out` (resuming from the cache under `work_root`, removed once done); returns the
     figures it prints."""
     started = time.perf_counter()
-    computed, reach = grid(stops)
-    step_keys = guided_step_keys(stops)
+    computed, reach = grid(stops, guides)
+    step_keys = guided_step_keys(stops, guides)
+    held = all_stops(stops, guides)
 
-    work = work_dir(out, stops, work_root)
+    work = work_dir(out, stops, work_root, guides)
     work.mkdir(parents=True, exist_ok=True)
     groups: dict[tuple, list[dict]] = {}
     for values in computed.values():
-        # Everything but the two swept controls: a group's curves share their runs in one worker's cache.
-        group = tuple(values[n] for n in ("allocation", "declared_multiple", "unit", "spread"))
+        # Everything but the swept controls (and the rate, which the request-rate curve sweeps): a group's curves
+        # share their runs in one worker's cache.
+        group = tuple(url_text(n, values[n]) for n in HELD_CONTROLS if n not in ("max_num_seqs", "pool_gib",
+                                                                                  "request_rate"))
         groups.setdefault(group, []).append(values)
     todo = {str(work / f"group-{i:03d}.json"): g for i, g in enumerate(groups.values())}
     pending = {t: g for t, g in todo.items() if not Path(t).exists()}
     bar = _bar(len(computed), len(computed) - sum(len(g) for g in pending.values()), progress)
     if pending:
         with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(pending))), mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_export_group, stops, g, t) for t, g in pending.items()]
+            # The largest groups first (the traffic states' with their request-rate curves are the slowest).
+            order = sorted(pending.items(), key=lambda tg: -len(tg[1]))
+            futures = [pool.submit(_export_group, stops, tuple(guides), g, t) for t, g in order]
             for f in as_completed(futures):
                 bar(f.result())
     bar(0, done=True)
@@ -480,8 +587,9 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True,
     for target in todo:
         for r in json.loads(Path(target).read_text()):
             results[r["key"]] = r
-    files, shared = _write_data(out, results, computed, reach, stops, step_keys)
-    _shell(out, stops, files, reach, step_keys, results, shared)
+    every_step = [k for keys in step_keys.values() for k in keys]
+    files, shared = _write_data(out, results, computed, reach, held, every_step)
+    _shell(out, stops, held, files, reach, step_keys, results, shared, tuple(guides))
     stale = set((out / "data").glob("*.json")) - {out / "data" / f"{f}.json" for f in files.values()}
     for p in stale:  # outcomes of an earlier build with other stops
         p.unlink()
@@ -490,7 +598,8 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True,
     elapsed = time.perf_counter() - started
     fig = figures(out)
     fig.update(states=len(reach), computed=len(computed), outcomes=len(set(files.values())),
-               seconds=elapsed, jobs=jobs, errors=sum(r["summary"] is None for r in results.values()))
+               seconds=elapsed, jobs=jobs, errors=sum(r["summary"] is None for r in results.values()),
+               guides=tuple(guides))
     return fig
 
 
@@ -528,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="worker processes (default: one per CPU, %(default)s here)")
     parser.add_argument("--stops", action="append", default=[], metavar="NAME=V1,V2",
                         help="a reduced grid for one control (default: the static stops of every control)")
+    parser.add_argument("--guides", default=None, metavar="GUIDE,GUIDE",
+                        help="the guides held beside the article's, each step with its one-control neighbourhood "
+                             f"(default: {','.join(HELD_GUIDES)}; 'none' for the article's grid alone; the memory-wall "
+                             "fixes stay a guide of the served explorable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
@@ -540,9 +653,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.work is not None and args.work.exists() and not args.work.is_dir():
             raise ExportError(f"--work {args.work} exists and is not a folder")
         stops = parse_stops(args.stops)
-        guided_step_keys(stops)
+        guides = parse_guides(args.guides)
+        guided_step_keys(stops, guides)
         args.out.mkdir(parents=True, exist_ok=True)
-        fig = export(args.out, stops, args.jobs, progress=not args.quiet, work_root=args.work)
+        fig = export(args.out, stops, args.jobs, progress=not args.quiet, work_root=args.work, guides=guides)
     except ExportError as exc:
         print(f"explorable.export: {exc}", file=sys.stderr)
         return 2
@@ -552,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"states (reachable settings):  {fig['states']:,} ({fig['computed']:,} simulated, "
           f"{fig['errors']} that cannot run)")
     print(f"distinct outcomes (files):    {fig['outcomes']:,}")
+    print(f"guides held:                  all at once{''.join(', ' + g for g in fig['guides'])}"
+          " (each step of the others with its one-control neighbourhood)")
     print(f"build time:                   {fig['seconds']:,.0f} s with {fig['jobs']} worker(s)"
           f" (load average {os.getloadavg()[0]:.2f}; resumed groups are not re-timed)")
     print(f"total size:                   {_kb(t_raw)} raw, {_kb(t_gz)} gzipped")

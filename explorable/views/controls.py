@@ -143,6 +143,8 @@ class Controls(StateView):
     advanced_note = param.String(default="", doc="a line atop the advanced section (the static build's)")
     grid_only = param.Boolean(default=False, doc="the static build: only the controls its grid holds; the others, "
                                                  "fixed at their starting values, are named in advanced_note")
+    held = param.List(default=[], doc="the static build: the controls it holds beside its grid's (around the steps of "
+                                      "the guides it holds, and the SLO targets it computes in the page)")
 
     def build(self) -> None:
         s = self.state
@@ -239,7 +241,7 @@ class Controls(StateView):
         """The section's controls, each with its quick stops and notes; only the grid's in the static build."""
         out = []
         for spec in CONTROL_SPECS.values():
-            if spec.section != section or (self.grid_only and not spec.static_stops):
+            if spec.section != section or (self.grid_only and not spec.static_stops and spec.name not in self.held):
                 continue
             out.append(self.widgets[spec.name])
             if spec.stops:

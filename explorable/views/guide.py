@@ -223,14 +223,19 @@ class GuideSpec:
     needs: str = ""  # a page feature it needs ('traffic', 'prefix', 'memory'): a page without it (the static build)
     # leaves it out
     absent: str = ""  # what a page that leaves it out says in its place ('' for nothing)
+    # The controls its steps ask the reader to try: the static build holds each step with each of these moved to
+    # its stops (explorable.state.control_specs: static_stops or step_stops), one at a time.
+    tries: tuple[str, ...] = ()
 
 
 GUIDES: tuple[GuideSpec, ...] = (
     GuideSpec("guide", "All at once", STEPS, "step", "The article's experiments: 256 requests queued at 0 s."),
     GuideSpec("traffic_guide", "Under traffic", TRAFFIC_STEPS, "traffic-step",
-              "Requests arrive over time, as on a real server.", needs="traffic"),
+              "Requests arrive over time, as on a real server.", needs="traffic",
+              tries=("request_rate", "burstiness", "max_num_seqs", "max_num_batched_tokens")),
     GuideSpec("prefix_guide", "With prefix caching", PREFIX_STEPS, "prefix-step",
-              "Computed prompt blocks are kept for reuse.", needs="prefix"),
+              "Computed prompt blocks are kept for reuse.", needs="prefix",
+              tries=("enable_prefix_caching", "system_prompt_len", "turns")),
     GuideSpec("memory_guide", "Memory-wall fixes", MEMORY_STEPS, "memory-step",
               "Four fixes for the memory wall: vLLM's own flags, one at a time, from the same wall.", needs="memory",
               absent="Four fixes for the memory wall (--max-model-len, --gpu-memory-utilization, --kv-cache-dtype, "

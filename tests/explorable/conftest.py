@@ -42,9 +42,12 @@ def browser():
         yield b
 
 
-# A small static build shared by the browser tests of both pages: every guided step's settings and one neighbour
-# of each, on both units and allocations (72 states).
-STATIC_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16"]
+# A small static build shared by the static tests: every guided step's settings and one neighbour of each, on both
+# units and allocations (72 states of the article's grid), and every step under traffic and with prefix caching
+# with each control it names at two stops (and at the values the guide's own steps give it).
+STATIC_GRID = ["max_num_seqs=64,256,512", "pool_gib=2,16", "declared_multiple=1,4", "spread=1,16",
+               "request_rate=4,16", "burstiness=0.5,1", "max_num_batched_tokens=1024,8192", "system_prompt_len=0,1024",
+               "turns=1,2"]
 
 
 @dataclass

@@ -75,9 +75,9 @@ def at_each_width(page, where: str) -> list[str]:
     return found
 
 
-def walk_the_guides(page, where: str) -> list[str]:
+def walk_the_guides(page, where: str, every: bool = True) -> list[str]:
     """axe's violations at the start and after every guided step of every guide the page has (by its tabs), at
-    each of WIDTHS."""
+    each of WIDTHS; without `every`, of the guides after the first only their first and last steps."""
     found = at_each_width(page, f"{where}, start")
     tabs = page.locator(".guide-tabs button")
     shown = [spec for spec in GUIDES if page.locator(f".{spec.css}-button").count()]
@@ -85,7 +85,8 @@ def walk_the_guides(page, where: str) -> list[str]:
         if tabs.count() > 1 and tabs.first.is_visible():
             tabs.filter(has_text=spec.label).click()
         buttons = page.locator(f".{spec.css}-button button")
-        for i in range(buttons.count()):
+        n = buttons.count()
+        for i in (range(n) if every or spec is shown[0] else sorted({0, n - 1})):
             before = page.locator(".run-readouts .readouts").first.text_content()
             buttons.nth(i).click()
             # (a new state may wait its turn behind the page's compute budget: explorable.server.budget)
@@ -110,7 +111,9 @@ def test_the_served_page_meets_wcag_21_aa_at_the_start_and_after_every_guided_st
 def test_the_static_page_meets_wcag_21_aa_at_the_start_and_after_every_guided_step(static_site, browser):
     context, page = open_page(browser, static_site, WIDTHS[0])
     try:
-        found = walk_the_guides(page, "static")
+        # (The served page's check walks every step of every guide with the same views: here the article's steps,
+        # and the first and last under traffic and with prefix caching, which the page's script draws.)
+        found = walk_the_guides(page, "static", every=False)
     finally:
         context.close()
     assert found == [], "\n".join(found)

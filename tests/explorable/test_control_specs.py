@@ -14,7 +14,7 @@ from explorable.page.layout import build_app
 from explorable.page.url import query_values
 from explorable.server.guard import control_of
 from explorable.state.control_specs import (CONTROL_SPECS, CONTROLS, GRID_CONTROLS, SIDEBAR_CONTROLS, STATIC_STOPS,
-                                            URL_CONTROLS, WORKLOAD_CONTROLS)
+                                            STEP_STOPS, URL_CONTROLS, WORKLOAD_CONTROLS)
 from explorable.state.store import ExplorableState
 
 
@@ -59,7 +59,8 @@ def test_a_log_scale_slider_moves_log2_of_its_control():
 def test_quick_stops_and_the_static_grid_come_from_the_declarations():
     from explorable.static_site import export, static_page
 
-    assert export.GRID_ORDER == GRID_CONTROLS and static_page.STOPS == STATIC_STOPS
+    assert export.GRID_ORDER == GRID_CONTROLS and static_page.STOPS == {**STATIC_STOPS, **STEP_STOPS}
+    assert set(export.EXTRA_ORDER) == set(STEP_STOPS) and not set(STEP_STOPS) & set(STATIC_STOPS)
     assert set(static_page.FIXED) == set(CONTROLS) - set(GRID_CONTROLS) - set(WORKLOAD_CONTROLS)
     controls = build_app(sync=False).views["controls"]
     groups = {w.css_classes[-1]: w for w in pn.panel(controls).select(pn.widgets.RadioButtonGroup)

@@ -102,9 +102,9 @@ def test_every_prefix_step_runs(title):
     assert summary(step_config(title))["finished_requests"] == 256
 
 
-def test_the_static_build_names_the_caching_controls_fixed_and_leaves_the_steps_out():
+def test_the_static_build_without_its_guides_names_the_caching_controls_fixed_and_leaves_the_steps_out():
     from explorable.static_site import static_page
-    page = static_page.build()
+    page = static_page.build(guides=())  # --guides none: the article's grid alone
     c = page.app.views["controls"]
     drawn = set(page.doc.models)
     for name in ("enable_prefix_caching", "system_prompt_len", "turns", "arrival", "model"):  # named, not drawn
@@ -112,3 +112,16 @@ def test_the_static_build_names_the_caching_controls_fixed_and_leaves_the_steps_
     assert "prefix caching (vLLM V1's default): off" in c.advanced_note and "conversation turns: 1" in c.advanced_note
     assert not page.app.prefix and page.app.state.enable_prefix_caching is False
     assert {"enable_prefix_caching", "system_prompt_len", "turns"} <= set(static_page.FIXED)
+
+
+def test_the_default_static_build_draws_the_caching_controls_and_holds_the_prefix_steps():
+    from explorable.static_site import static_page
+    page = static_page.build()
+    c = page.app.views["controls"]
+    drawn = set(page.doc.models)
+    for name in ("enable_prefix_caching", "system_prompt_len", "turns", "arrival"):  # drawn now
+        assert any(m in drawn for m in getattr(c, name)._models.values() for m in m[:1]), name
+    assert not any(m in drawn for m in c.model._models.values() for m in m[:1])  # still fixed: named only
+    assert page.app.prefix and page.app.traffic
+    assert "prefix_guide.steps" in page.ui_models and "traffic_guide.steps" in page.ui_models
+    assert "conversation turns" not in c.advanced_note and "Qwen3-8B" in c.advanced_note

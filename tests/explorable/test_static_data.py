@@ -32,12 +32,9 @@ def run_export(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("static-data")
-    done = run_export("--out", str(out), "--jobs", "2", *[a for item in SMALL_GRID for a in ("--stops", item)])
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "distinct outcomes" in done.stdout and "largest state file" in done.stdout
-    return out
+def site(static_build) -> Path:
+    """The session's small export (tests/explorable/conftest.py: the article's grid and the guides' steps)."""
+    return static_build.out
 
 
 def page_config(site: Path) -> dict:
@@ -46,13 +43,20 @@ def page_config(site: Path) -> dict:
 
 
 def values_of(key: str) -> dict:
-    """A manifest key back to control values (it lists the grid controls' URL texts in URL order)."""
+    """A manifest key back to control values (it lists the grid controls' URL texts in URL order, then
+    `&name=text` for each other held control that is not at its start)."""
     state = ExplorableState.__new__(ExplorableState)
     out = {}
-    for name, text in zip(export.GRID_ORDER, key.split("&")):
+    parts = key.split("&")
+    for name, text in zip(export.GRID_ORDER, parts):
         p = state.param[name]
         out[name] = text if name in ("allocation", "unit") else (int(text) if name == "max_num_seqs" else float(text))
         assert p.serialize(out[name]) == (text if name in ("allocation", "unit") else json.loads(text))
+    for part in parts[len(export.GRID_ORDER):]:
+        name, _, text = part.partition("=")
+        assert name in export.EXTRA_ORDER
+        out[name] = text if name in export.CHOICES else json.loads(text)
+        assert export.url_text(name, out[name]) == text
     return out
 
 
@@ -63,6 +67,8 @@ SAMPLE = (
     "64&16.0&reserve&4.0&request&16.0",  # static batching
     "64&2.0&reserve&1.0&pass&1.0",
     "512&16.0&reserve&1.0&request&1.0",
+    "256&16.0&on-demand&4.0&pass&16.0&arrival=rate&request_rate=16.0",  # past the knee, under traffic
+    "256&16.0&on-demand&4.0&pass&16.0&enable_prefix_caching=true&system_prompt_len=1024",  # a shared system prompt
 )
 
 
@@ -71,15 +77,23 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     config = page_config(site)
     data = json.loads((site / "data" / f"{config['states'][key]}.json").read_text())
     values = values_of(key)
-    defaults = {n: ExplorableState.param[n].default for n in config["order"]}
-    summary = simulate(RunConfig(**config_fields({**defaults, **values}))).summary()
+    defaults = ExplorableState.__new__(ExplorableState).defaults()
+    trace = simulate(RunConfig(**config_fields({**defaults, **values})))
+    summary = trace.summary()
     assert data["summary"] == json.loads(json.dumps(summary))
     assert data["summary"]["trace_digest"] == summary["trace_digest"]
 
     # What the served app's views draw for this state, packed as the export packs it.
     page = static_page.build({**static_page.STOPS, **{k: (v,) for k, v in values.items()}})
     static_page.set_controls(page, values)
-    drawn = static_page.patch(page.run_models)
+    drawn = static_page.run_patch(page)
+    # Under traffic, each request's timing, for the goodput the page computes at any SLO target.
+    assert data.get("traffic") == (json.loads(json.dumps(static_page.traffic_data(page))) if trace.arrives_over_time
+                                   else None)
+    if trace.arrives_over_time:
+        timing = trace.timing()
+        assert sum(data["traffic"]["done"]) == int(np.isfinite(timing.e2el).sum()) > 0
+        assert data["traffic"]["makespan"] == trace.makespan_s
     held = resolve(data["patch"], data["arrays"], config["shared"])
     patch, arrays = static_data.pack({name: {a: v for a, v in props.items() if a in held.get(name, {})}
                                   for name, props in drawn.items() if name in held})
@@ -87,7 +101,7 @@ def test_a_state_file_holds_the_engines_summary_and_the_views_data(site, key):
     # What the file leaves out, the page already shows: the shell (drawn at the starting point) has that value.
     start = static_page.build()
     static_page.set_controls(start, {})
-    shell = static_page.patch(start.run_models)
+    shell = static_page.run_patch(start)
     left_out = [(n, a) for n, props in drawn.items() for a in props if a not in held.get(n, {})]
     assert all(drawn[n][a] == shell[n][a] for n, a in left_out), left_out
     # ... and the packed arrays decode (as the page decodes them) to the views' own numbers.
@@ -153,6 +167,10 @@ def test_identical_outcomes_are_stored_once(site):
     (["--stops", "max_num_seqs=64,512"], "the stops must include the starting point"),
     (["--stops", "spread=16"], "every guided step"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--guides", "traffic,memory"], "--guides takes a comma-separated list of traffic, prefix"),
+    (["--guides", "colour"], "--guides takes"),
+    (["--stops", "request_rate=4,fast"], "--stops request_rate: each value must be"),
+    (["--stops", "burstiness=0.5,2"], "the stops must include the starting point: burstiness=1.0"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, says):
     out = tmp_path / "site"
@@ -178,3 +196,34 @@ def test_floats_on_a_power_of_two_grid_are_stored_as_small_integers_and_decode_b
     plain = static_data.byte_planes(on_grid.tobytes(), 4, False)
     grid = static_data.grid_planes(on_grid.astype(np.float64), static_data.grid_exponent(on_grid.astype(np.float64)))
     assert len(grid["data"]) < 0.7 * len(plain["data"])
+
+
+def test_the_grid_is_the_articles_product_and_each_held_guides_steps_with_their_one_control_neighbourhoods():
+    stops = export.parse_stops([])
+    article, article_reach = export.grid(stops, ())
+    assert (len(article_reach), len(article)) == (4480, 2800)  # --guides none: the grid before the guides came
+    computed, reach = export.grid(stops)
+    assert set(article_reach) <= set(reach) and all(reach[k] == v for k, v in article_reach.items())
+    defaults = ExplorableState.__new__(ExplorableState).defaults()
+    expected = set()
+    for spec in static_page.held_guides(static_page.HELD_GUIDES):
+        around = export.neighbourhood_stops(stops, spec)
+        assert set(around) == set(spec.tries) and len(spec.tries) >= 3
+        for step in spec.steps:
+            base = {**defaults, **step.settings}
+            expected.add(export.state_key(base))
+            for name, values in around.items():
+                assert set(stops[name]) <= set(values)
+                expected |= {export.state_key({**base, name: v}) for v in values}
+    assert expected <= set(reach)
+    assert set(reach) - set(article_reach) <= expected  # nothing beyond the steps' neighbourhoods
+    # Keys extend the article's: the grid's URL texts, then each other control that is not at its start.
+    assert "256&16.0&on-demand&4.0&pass&16.0&arrival=rate&request_rate=16.0" in computed
+    assert "256&16.0&on-demand&4.0&pass&16.0&enable_prefix_caching=true&system_prompt_len=1024" in computed
+    # Narrowed: one guide, fewer rates (a step's own rate stays).
+    narrow, _ = export.grid(export.parse_stops(["request_rate=4,16"]), ("traffic",))
+    assert not any("prefix" in k for k in narrow)
+    rates = {v["request_rate"] for v in narrow.values() if v["arrival"] == "rate"}
+    assert rates == {4.0, 8.0, 10.0, 16.0}
+    assert export.parse_guides(None) == ("traffic", "prefix") and export.parse_guides("none") == ()
+    assert export.parse_guides("prefix,traffic") == ("traffic", "prefix")

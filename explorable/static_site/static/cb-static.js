@@ -1,21 +1,34 @@
 // The static explorable's only script: when the reader changes a control, fetch that state's file (made by
 // `python -m explorable.export` from the served app's own views) and apply it to the page's Bokeh models as
-// one patch, exactly the properties the server would have sent. It computes no outcome; it picks files.
+// one patch, exactly the properties the server would have sent. It runs no engine: it picks files (the nearest
+// held one for a setting the build does not hold) and computes only what the served app computes from a run's
+// figures, the SLO targets' goodput and lines, from each request's TTFT and TPOT in the file.
 (() => {
   "use strict";
   const C = window.CB_STATIC_CONFIG;
   const files = new Map();  // file name -> Promise of its JSON
   let doc = null;
-  let values = null;  // current grid controls, as URL text
+  let values = null;  // the current held controls, as URL text (C.keyed)
+  let slo = null;  // the SLO targets (ms), any value: {slo_ttft_ms, slo_tpot_ms}
   let shown = null;  // the file on screen
-  let chosen = 0, followed = false;  // the guide: the step whose text is shown; whether the reader followed one
+  let shownKey = null;  // the setting it shows (the served app's run: one per setting)
+  // The traffic readouts: the summary their deltas compare with, and the goodput on screen before (which setting,
+  // what value), as the served app's Readouts keeps them.
+  let trafficBefore = null, lastGood = null;
+  // The guides: per guide, the step whose text is shown and whether the reader followed one; whether the page opened
+  // from a link to settings of no step; the guide whose tab is shown.
+  const G = C.guides;
+  const guideState = G.map(() => ({chosen: 0, followed: false}));
+  let linked = false, tab = 0;
   let applying = false;  // our own slider and toggle changes must not count as the reader's (see also stop())
   let latest = 0;  // a later action wins over an earlier one still fetching
   const projector = new URLSearchParams(location.search).get("projector");
 
   const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
     .replace(/"/g, "&quot;").replace(/'/g, "&#x27;");  // Python's html.escape, as Panel's HTML pane sends text
-  const keyOf = (v) => C.grid.map((n) => v[n]).join("&");
+  // A state's key in the manifest: the grid's controls, then each other held control that is not at its start.
+  const keyOf = (v) => C.grid.map((n) => v[n]).join("&")
+    + C.extra.filter((n) => v[n] !== C.defaults[n]).map((n) => `&${n}=${v[n]}`).join("");
   const load = (file) => {
     if (!files.has(file)) {
       files.set(file, fetch(`data/${file}.json`).then((r) => {
@@ -100,12 +113,155 @@
 
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
-  // The nearest stop of a numeric control (on a log scale: the stops double), as URL text.
-  function nearest(name, x) {
-    const nums = C.numbers[name];
-    let best = 0;
-    nums.forEach((v, i) => { if (Math.abs(Math.log(v / x)) < Math.abs(Math.log(nums[best] / x))) best = i; });
-    return C.stops[name][best];
+  // -- Python's number formats, exactly (explorable.views.readouts formats with them) ------------------------
+  // format(x, f",.{d}f") / f".{d}f": toFixed rounds an exact tie up, Python to even.
+  function fixed(x, d, comma) {
+    let s = x.toFixed(d);
+    const scaled = x * 10 ** d;
+    if (x >= 0 && Number.isInteger(scaled * 2) && !Number.isInteger(scaled)) {  // an exact tie
+      const k = Math.floor(scaled), even = k % 2 === 0 ? k : k + 1;
+      const digits = String(even).padStart(d + 1, "0");
+      s = d ? `${digits.slice(0, -d)}.${digits.slice(-d)}` : digits;
+    }
+    if (!comma) return s;
+    const [whole, frac] = s.split(".");
+    const sign = whole.startsWith("-") ? "-" : "";
+    const grouped = whole.replace("-", "").replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return sign + grouped + (frac !== undefined ? `.${frac}` : "");
+  }
+  // format(x, ".6g")
+  function g6(x) {
+    if (x === 0) return "0";
+    if (!Number.isFinite(x)) return Number.isNaN(x) ? "nan" : x > 0 ? "inf" : "-inf";
+    const [m, e] = x.toExponential(5).split("e");
+    const exp = Number(e);
+    const strip = (t) => (t.includes(".") ? t.replace(/0+$/, "").replace(/\.$/, "") : t);
+    if (exp < -4 || exp >= 6) return `${strip(m)}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+    return strip(x.toFixed(5 - exp));
+  }
+
+  // -- the traffic readouts, at any SLO target (explorable.views.readouts: traffic_readouts, render) --------------
+  const ms = (v) => (v >= 100 ? `${fixed(v, 0, true)} ms` : `${fixed(v, 1, false)} ms`);
+  function delta(now, before, fmt, unit, higherIsBetter) {
+    if (before === null || before === undefined) return ["", ""];
+    const change = now - before;
+    if (Math.abs(change) < 1e-9 || fmt(Math.abs(change)) === fmt(0)) return ["no change", "same"];
+    const text = `${change > 0 ? "+" : "\u2212"}${fmt(Math.abs(change))}${unit}`;
+    return [text, (change > 0) === higherIsBetter ? "better" : "worse"];
+  }
+  // Requests that met both targets per second of the run (engine.latency.good_requests: value <= target; a
+  // request with no TPOT, one token, counts 0).
+  function goodput(t, ttft, tpot) {
+    let good = 0;
+    for (let i = 0; i < t.done.length; i++) {
+      if (t.done[i] && t.ttft[i] !== null && t.ttft[i] * 1000.0 <= ttft && (t.tpot[i] ?? 0) * 1000.0 <= tpot) good++;
+    }
+    return good / t.makespan;
+  }
+  function trafficHtml(summary, previous, good, goodBefore) {
+    const cards = [];
+    const card = (key, label, value, text, beside, [d, verdict]) => cards.push(
+      `<div class="readout" data-readout="${key}"><div class="readout-label">${esc(label)}</div>`
+      + `<div class="readout-main"><span class="readout-value" data-value="${g6(value)}">${text}</span>`
+      + `<span class="readout-beside">${esc(beside)}</span></div>`
+      + `<div class="readout-delta ${verdict}">${esc(d) || "&nbsp;"}</div></div>`);
+    const f1 = (x) => fixed(x, 1, true), f2 = (x) => fixed(x, 2, true);
+    for (const [key, label] of C.trafficRows) {
+      if (key === "goodput_req_s") continue;
+      const value = summary[key], target = key.startsWith("ttft") ? slo.slo_ttft_ms : slo.slo_tpot_ms;
+      const beside = `target ${fixed(target, 0, true)} ms${value > target ? ", missed" : ""}`;
+      card(key, label, value, ms(value), beside, delta(value, previous ? previous[key] : null, f1, " ms", false));
+    }
+    const served = summary.request_throughput;
+    const share = served ? good / served : 0.0;
+    const [key, label] = C.trafficRows.find(([k]) => k === "goodput_req_s");
+    card(key, label, good, f2(good), `${fixed(100 * share, 0, false)}% of ${f2(served)} req/s served`,
+      delta(good, goodBefore, f2, " req/s", true));
+    return `<div class="readouts">${cards.join("")}</div>`;
+  }
+
+  let wordsBase = null;  // the request-rate curves in words, as drawn at the starting SLO targets
+  // The traffic views' patch for the state on screen at the current SLO targets; `fresh`: a new state (its
+  // goodput and deltas against the one before), else the same state with other targets.
+  function trafficPatch(data, key, isNew) {
+    const t = data && data.traffic;
+    if (!t || !C.ids["readouts.traffic"]) return {};
+    const good = goodput(t, slo.slo_ttft_ms, slo.slo_tpot_ms);
+    if (isNew) trafficBefore = shown && shown.summary && "ttft_ms_p50" in shown.summary ? shown.summary : null;
+    const goodBefore = lastGood && lastGood.key !== key ? lastGood.good : null;
+    lastGood = {key, good};
+    const patch = {"readouts.traffic": {text: esc(trafficHtml(data.summary, trafficBefore, good, goodBefore))}};
+    if (C.ids["traffic.ttft_slo"]) {
+      patch["traffic.ttft_slo"] = {location: slo.slo_ttft_ms};
+      patch["traffic.tpot_slo"] = {location: slo.slo_tpot_ms};
+      if (t.lat) {
+        const lo = Math.min(t.lat[0], slo.slo_ttft_ms, slo.slo_tpot_ms);
+        const hi = Math.max(t.lat[1], slo.slo_ttft_ms, slo.slo_tpot_ms);
+        patch["traffic.latency_range"] = {start: lo / 1.6, end: hi * 1.6};
+      }
+      if (data.patch["traffic.words"]) wordsBase = data.patch["traffic.words"].text;
+      if (wordsBase) {
+        const targets = [slo.slo_ttft_ms, slo.slo_tpot_ms];
+        let i = 0;
+        const text = wordsBase.replace(/\(target [\d,]+ ms\)/g, (m) => (i < 2 ? `(target ${fixed(targets[i++], 0, true)} ms)` : m));
+        patch["traffic.words"] = {text};
+      }
+    }
+    return patch;
+  }
+
+  // -- held states and the nearest one to a setting ---------------------------------------------------------
+  let held = null;  // [key, values] of every state this page holds
+  const heldStates = () => {
+    if (!held) {
+      held = Object.keys(C.states).map((key) => {
+        const parts = key.split("&");
+        const v = {...Object.fromEntries(C.keyed.map((n) => [n, C.defaults[n]]))};
+        C.grid.forEach((n, i) => { v[n] = parts[i]; });
+        for (const p of parts.slice(C.grid.length)) { const i = p.indexOf("="); v[p.slice(0, i)] = p.slice(i + 1); }
+        return [key, v];
+      });
+    }
+    return held;
+  };
+  // How far apart two values of a control are: numbers on a log scale (their stops double), a choice 1.
+  function apart(name, a, b) {
+    if (a === b) return 0;
+    if (!(name in C.numbers)) return 1;
+    const x = Number(a), y = Number(b);
+    if (x === y) return 0;
+    return Math.abs(Math.log(Math.min(x, y) > 0 ? x / y : (x + 1) / (y + 1)));
+  }
+  // The held state nearest `want`: where `moved` (the control the reader moved) is given, one with its value first,
+  // then the fewest other controls changed, then the moved control's nearest value, then the least change of the
+  // others (numbers on a log scale). Ties go to the first in the manifest. A link moves nothing: fewest controls
+  // changed, then the least change.
+  function nearestHeld(want, moved, keep) {
+    let best = null, score = null;
+    for (const [, v] of heldStates()) {
+      let count = 0, rest = 0;
+      for (const n of C.keyed) {
+        if (n === moved) continue;
+        const d = apart(n, v[n], want[n]);
+        if (d) { count++; rest += d; }
+      }
+      const dm = moved ? apart(moved, v[moved], want[moved]) : 0;
+      const s = [keep && dm ? 1 : 0, count, dm, rest];
+      if (!score || s.some((x, i) => x !== score[i] && s.slice(0, i).every((y, j) => y === score[j]) && x < score[i])) {
+        best = v; score = s;
+      }
+    }
+    return {...best};
+  }
+  // A value as the reader reads it: a switch on or off, a number without the URL's ".0".
+  const shownAs = (name, text) => (C.bools.includes(name) ? (text === "true" ? "on" : "off")
+    : name in C.numbers && Number.isFinite(Number(text)) ? String(Number(text)) : text);
+  // What changed from `want` to the held state `got`, one line per control (the moved control's own snap is the
+  // slider's, as between the grid's stops).
+  function changes(want, got, moved) {
+    return C.keyed.filter((n) => n !== moved && apart(n, want[n], got[n]))
+      .map((n) => `${C.labels[n]} ${shownAs(n, want[n])} is not held here`
+        + `${moved ? ` with ${C.labels[moved]} ${shownAs(moved, got[moved])}` : ""}: showing ${shownAs(n, got[n])} (${n}).`);
   }
 
   // BokehJS applies a new `styles` by setting the properties it names and removing only those given as
@@ -121,6 +277,7 @@
   function events(patch, out) {
     for (const [name, props] of Object.entries(patch)) {
       const id = C.ids[name];
+      if (!id) continue;
       for (const [attr, value] of Object.entries(props)) {
         out.push({kind: "ModelChanged", model: {id}, attr, new: attr === "styles" ? clearing(id, value) : value});
       }
@@ -137,8 +294,25 @@
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
   }
 
+  // A setting that cannot run leaves the last run's figures on screen, greyed, as the served app's Readouts does.
+  function stale() {
+    const patch = {};
+    for (const [name, cls] of [["readouts", "readouts"], ["readouts.traffic", "readouts"], ["results_bar", "results"]]) {
+      const m = C.ids[name] && doc.get_model_by_id(C.ids[name]);
+      if (m && m.text) patch[name] = {text: m.text.replace(`class=&quot;${cls}&quot;`, `class=&quot;${cls} stale&quot;`)};
+    }
+    return patch;
+  }
+
   // Apply a patch of the page's own controls and panes (no arrays): {name: {property: value}}.
-  const patchUi = (patch) => doc.apply_json_patch({events: events(patch, [])}, new Map());
+  const patchUi = (patch) => {
+    applying = true;
+    try {
+      doc.apply_json_patch({events: events(patch, [])}, new Map());
+    } finally {
+      applying = false;
+    }
+  };
 
   // Each control's quick stops light the current value's button, none between stops.
   function stopLights(v) {
@@ -150,30 +324,56 @@
     return patch;
   }
 
+  const position = (name, x) => (C.logScale.includes(name) ? Math.log2(x) : x);
+
+  // The guides as the served app's Guide and GuideTabs views leave them for these settings.
+  function guides(v) {
+    const key = keyOf(v), patch = {};
+    if (linked && key === keyOf(startValues())) linked = false;  // back at the starting point
+    const at = G.map((g) => g.steps.indexOf(key));
+    G.forEach((g, i) => {
+      const st = guideState[i];
+      if (at[i] >= 0) st.chosen = at[i];
+      st.followed = st.followed || at[i] >= 0;
+      const kind = at[i] >= 0 ? "match" : st.followed ? "drifted" : linked ? "link" : "plain";
+      Object.assign(patch, fresh(C.guide[g.key][st.chosen][kind]));
+    });
+    if (at[tab] < 0) { const first = at.findIndex((m) => m >= 0); if (first >= 0) tab = first; }
+    if (C.ids["guides.tabs"]) patch["guides.tabs"] = {active: tab};
+    G.forEach((_, i) => { patch[`guides.panel.${i}`] = {visible: i === tab}; });
+    return patch;
+  }
+
   function widgets(v) {
     const patch = {};
-    for (const name of C.grid) {
-      const m = doc.get_model_by_id(C.ids[`ctl.${name}`]);
+    for (const name of C.keyed) {
+      if (!C.ids[`ctl.${name}`]) continue;
       if (name in C.choices) patch[`ctl.${name}`] = {active: C.choices[name].indexOf(v[name])};
-      else patch[`ctl.${name}`] = {value: Number(v[name]), value_throttled: Number(v[name])};
-      if (!m) delete patch[`ctl.${name}`];
+      else if (C.bools.includes(name)) patch[`ctl.${name}`] = {active: v[name] === "true"};
+      else {
+        const x = position(name, Number(v[name]));
+        patch[`ctl.${name}`] = {value: x, value_throttled: x};
+      }
     }
+    for (const name of C.slo) patch[`ctl.${name}`] = {value: slo[name], value_throttled: slo[name]};
     Object.assign(patch, stopLights(v));
     Object.assign(patch, fresh(C.controls[v.allocation] || {}));
-    const match = C.steps.indexOf(keyOf(v));
-    if (match >= 0) { chosen = match; followed = true; }
-    const kind = match >= 0 ? "match" : followed ? "drifted" : "link";
-    Object.assign(patch, fresh(C.guide[chosen][kind]));
+    Object.assign(patch, guides(v));
     return patch;
   }
 
   // The served app's query for these settings (every control, then the projector flag if the link had one).
   function queryOf(v) {
     const q = new URLSearchParams();
-    for (const name of C.order) q.set(name, name in v ? v[name] : C.defaults[name]);
+    for (const name of C.order) {
+      const x = name in v ? v[name] : name in (slo || {}) ? sloText(name) : C.defaults[name];
+      q.set(name, x);
+    }
     if (projector !== null) q.set("projector", projector);
     return `?${q.toString()}`;
   }
+  // An SLO target as the served app writes it (a float: 1000.0, 37.5).
+  const sloText = (name) => (Number.isInteger(slo[name]) ? `${slo[name]}.0` : String(slo[name]));
 
   const writeUrl = (v) => history.replaceState(history.state, "", `${queryOf(v)}${location.hash}`);
 
@@ -200,7 +400,9 @@
     if (mine !== latest) return;
     const patch = drawn ? {} : {...data.patch};
     if (patch.readouts) patch.readouts = {...patch.readouts, text: readoutsText(patch.readouts.text, data)};
+    if (!data.summary) Object.assign(patch, stale());
     const out = events(patch, []);
+    if (data.summary) events(trafficPatch(data, keyOf(v), true), out);
     events(widgets(v), out);
     events(shareLink(v), out);
     applying = true;
@@ -210,8 +412,36 @@
       applying = false;
     }
     values = {...v};
-    if (data.summary) shown = data;
+    if (data.summary) { shown = data; shownKey = keyOf(v); }
     writeUrl(values);
+    prefetch();
+  }
+
+  // While the reader reads, fetch the steps either side of each guide's current one: a walk through a guide then
+  // finds its next state's file in hand.
+  let prefetching = 0;
+  function prefetch() {
+    const mine = ++prefetching;
+    const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
+    later(() => {
+      if (mine !== prefetching) return;
+      G.forEach((g, i) => {
+        for (const j of [guideState[i].chosen + 1, guideState[i].chosen - 1]) {
+          const file = j >= 0 && j < g.steps.length && C.states[g.steps[j]];
+          if (file) load(file).catch(() => files.delete(file));
+        }
+      });
+    });
+  }
+
+  // A setting the reader asked for: itself where the page holds it, else the nearest it holds, with a notice
+  // naming each other control that changed.
+  function goNear(want, moved) {
+    if (C.states[keyOf(want)]) return go(want);
+    const got = nearestHeld(want, moved, true);
+    notices(changes(want, got, moved));
+    if (keyOf(got) === keyOf(values)) { patchUi(widgets(values)); return undefined; }  // the slider snaps back
+    return go(got);
   }
 
   function notices(lines) {
@@ -221,90 +451,144 @@
     patchUi({"notices.text": {text}, "notices.box": {visible: true}});
   }
 
-  // The link's settings: a value between stops goes to the nearest stop, a bad one to the default; each said.
+  const startValues = () => Object.fromEntries(C.keyed.map((n) => [n, C.defaults[n]]));
+
+  // The link's settings: a bad value goes to the default; a setting the page does not hold to the nearest it
+  // holds; each said.
   function fromLink() {
     const q = new URLSearchParams(location.search);
-    const v = {}, said = [];
-    for (const name of C.grid) {
+    const v = startValues(), lines = [];
+    for (const name of C.keyed) {
       const def = C.defaults[name];
-      v[name] = def;
       if (!q.has(name)) continue;
       const raw = q.get(name).trim();
-      if (name in C.choices) {
-        const hit = C.choices[name].find((c) => c.toLowerCase() === raw.toLowerCase());
+      if (name in C.choices || C.bools.includes(name)) {
+        const options = C.choices[name] || ["false", "true"];
+        const hit = options.find((c) => c.toLowerCase() === raw.toLowerCase());
         if (hit) v[name] = hit;
         else {
-          said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not one of `
-            + `${C.choices[name].join(", ")}; using the default, ${def}.`);
+          lines.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not one of `
+            + `${options.join(", ")}; using the default, ${def}.`);
         }
         continue;
       }
       const x = Number(raw);
-      if (raw === "" || !Number.isFinite(x) || x <= 0) {
-        said.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not a positive number; `
+      if (raw === "" || !Number.isFinite(x) || x < 0 || (x === 0 && Number(def) !== 0 && Math.min(...C.numbers[name]) > 0)) {
+        lines.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not a positive number; `
           + `using the default, ${def}.`);
         continue;
       }
-      v[name] = nearest(name, x);
-      if (Number(v[name]) !== x) {
-        said.push(`The link set ${name} to ${raw.slice(0, 40)}, which is not one of this page's stops `
-          + `(${C.stops[name].join(", ")}); using the nearest, ${v[name]}.`);
+      // As this page writes it, where it is one of its values (16 and 16.0 are one pool).
+      const i = C.numbers[name].findIndex((n) => n === x);
+      v[name] = i >= 0 ? C.stops[name][i] : raw.slice(0, 40);
+    }
+    for (const name of C.slo) {
+      if (!q.has(name)) continue;
+      const raw = q.get(name).trim(), x = Number(raw), [lo, hi] = C.sloBounds[name];
+      if (raw !== "" && Number.isFinite(x) && x >= lo && x <= hi) slo[name] = x;
+      else {
+        lines.push(`The link set ${name} to '${raw.slice(0, 40)}', which is not a number from ${lo} to ${hi}; `
+          + `using the default, ${C.defaults[name]}.`);
       }
     }
     for (const name of C.order) {
-      if (C.grid.includes(name) || !q.has(name)) continue;
+      if (C.keyed.includes(name) || C.slo.includes(name) || !q.has(name)) continue;
       const raw = q.get(name).trim();
       if (raw.toLowerCase() !== C.defaults[name].toLowerCase() && Number(raw) !== Number(C.defaults[name])) {
-        said.push(`This page has only the starting value of ${C.labels[name]} (${C.defaults[name]}); the link's `
+        lines.push(`This page has only the starting value of ${C.labels[name]} (${C.defaults[name]}); the link's `
           + `'${raw.slice(0, 40)}' needs the served explorable. Using ${C.defaults[name]}.`);
       }
     }
-    return [v, said];
+    if (C.states[keyOf(v)]) return [v, lines];
+    const got = nearestHeld(v, null, false);
+    return [got, [...lines, ...changes(v, got, null)]];
   }
 
-  const step = (i) => {
-    chosen = i;
-    followed = true;
-    return go(Object.fromEntries(C.grid.map((n) => [n, C.stepValues[i][n]])));
+  const step = (g, i) => {
+    guideState[g].chosen = i;
+    guideState[g].followed = true;
+    return go({...startValues(), ...G[g].values[i]});
   };
+  const guideIndex = (key) => G.findIndex((g) => g.key === key);
 
   window.cbStatic = {
-    // A slider released or a radio button chosen (Bokeh's js_on_change on the widget).
+    // A slider released, a radio button chosen or a box ticked (Bokeh's js_on_change on the widget).
     control(name, raw) {
       if (applying || !values) return;
+      if (C.slo.includes(name)) {  // computed in the page, at any value
+        if (Number(raw) === slo[name]) return;
+        slo[name] = Number(raw);
+        const key = shownKey && keyOf(values) === shownKey ? shownKey : null;
+        if (key) patchUi(trafficPatch(shown, key, false));
+        patchUi(shareLink(values));
+        writeUrl(values);
+        return;
+      }
       const v = {...values};
-      v[name] = name in C.choices ? C.choices[name][raw] : nearest(name, Number(raw));
+      if (name in C.choices) v[name] = C.choices[name][raw];
+      else if (C.bools.includes(name)) v[name] = raw ? "true" : "false";
+      else {
+        const x = C.logScale.includes(name) ? Number((2 ** Number(raw)).toPrecision(3)) : Number(raw);
+        const i = C.numbers[name].findIndex((n) => n === x);
+        v[name] = i >= 0 ? C.stops[name][i] : String(x);
+      }
       // The widget echoing a value we set (or a release at the current stop) changes nothing, as in the
       // served app, where setting a parameter to its value sends nothing.
       if (keyOf(v) === keyOf(values) && v[name] === values[name]) return;
-      go(v);
+      if (name in C.numbers && !C.numbers[name].includes(Number(v[name]))) {
+        // Between the values it holds, a slider snaps to the nearest one held with the other controls as they are.
+        const got = nearestHeld(v, name, false);
+        if (keyOf(got) === keyOf(values)) patchUi(widgets(values));
+        else go(got);
+        return;
+      }
+      goNear(v, name);
     },
     // A quick stop clicked (Bokeh's js_on_change on the stop group's active button). BokehJS runs these
     // callbacks after the change that caused them, so our own patches (lighting the current stop or step)
     // arrive here too, once `applying` is over: a choice of the settings on screen changes nothing.
     stop(control, i) {
       if (applying || !values || i === null || i === undefined) return;
-      const v = {...values, [control]: nearest(control, Number(C.buttonStops[control][i]))};
-      if (keyOf(v) !== keyOf(values)) return go(v);  // every stop control is in the key
-      // A stop off this build's grid snaps to the value on screen: light that value's stop again.
-      patchUi(stopLights(values));
+      const x = Number(C.buttonStops[control][i]);
+      const j = C.numbers[control].findIndex((n) => n === x);
+      // A stop this build holds; one it does not snaps, as a slider between values does, to the nearest value
+      // held with the other controls as they are (the value on screen, perhaps: its stop is lit again).
+      const v = {...values, [control]: j >= 0 ? C.stops[control][j] : String(x)};
+      const got = j >= 0 ? v : nearestHeld(v, control, false);
+      if (keyOf(got) === keyOf(values)) {
+        patchUi(stopLights(values));
+        return undefined;
+      }
+      return j >= 0 ? goNear(v, control) : go(got);
     },
     // A guided step clicked (Bokeh's js_on_change on the guide's step group).
-    chooseStep(i) {
+    chooseStep(guide, i) {
       if (applying || !values || i === null || i === undefined) return;
-      if (C.steps[i] !== keyOf(values)) step(i);
+      const g = guideIndex(guide);
+      if (G[g].steps[i] !== keyOf(values)) step(g, i);
+    },
+    // A guide's tab chosen (its panel is shown by the tab's own callback).
+    tab(i) {
+      if (applying || i === null || i === undefined) return;
+      tab = i;
     },
     // Previous/next, reset, dismiss (Bokeh's js_on_event on the button).
     button(name) {
       if (!values) return;
-      if (name === "guide.prev") { if (chosen > 0) step(chosen - 1); }  // greyed at an end: nothing
-      else if (name === "guide.next") { if (chosen < C.steps.length - 1) step(chosen + 1); }
-      else if (name === "reset") go(Object.fromEntries(C.grid.map((n) => [n, C.defaults[n]])));
-      else if (name === "notices.dismiss") {
+      const [guide, which] = name.split(".");
+      const g = guideIndex(guide);
+      if (g >= 0 && which === "prev") { if (guideState[g].chosen > 0) step(g, guideState[g].chosen - 1); }
+      else if (g >= 0 && which === "next") {
+        if (guideState[g].chosen < G[g].steps.length - 1) step(g, guideState[g].chosen + 1);
+      } else if (name === "reset") {
+        for (const n of C.slo) slo[n] = Number(C.defaults[n]);
+        go(startValues());
+      } else if (name === "notices.dismiss") {
         patchUi({"notices.box": {visible: false}});
       }
     },
     values: () => ({...values}),
+    slo: () => ({...slo}),
     ready: null,
   };
 
@@ -313,16 +597,19 @@
       const d = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
       if (!d || !d.get_model_by_id(C.ids.readouts)) { setTimeout(start, 30); return; }
       doc = d;
-      const [v, said] = fromLink();
-      const first = Object.fromEntries(C.grid.map((n) => [n, C.defaults[n]]));
-      const match = C.steps.indexOf(keyOf(v));
-      chosen = match >= 0 ? match : 0;
-      followed = match >= 0;
+      slo = Object.fromEntries(C.slo.map((n) => [n, Number(C.defaults[n])]));
+      const [v, lines] = fromLink();
+      const first = startValues();
+      const key = keyOf(v);
+      const at = G.map((g) => g.steps.indexOf(key));
+      at.forEach((m, i) => { guideState[i].chosen = m >= 0 ? m : 0; guideState[i].followed = m >= 0; });
+      linked = key !== keyOf(first) && at.every((m) => m < 0);
+      tab = Math.max(0, at.findIndex((m) => m >= 0));
       values = first;
-      notices(said);
+      notices(lines);
       // The page was drawn at the starting point; opened there, its file gives the deltas of the first change.
       // A link to another state opens without deltas, as the served app does.
-      const opened = go(v, keyOf(v) === keyOf(first));
+      const opened = go(v, key === keyOf(first));
       opened.then(resolve, resolve);
     };
     start();
