@@ -249,7 +249,7 @@ def forget_traffic(page: Page) -> None:
     curve.source.data = {k: [] for k in curve.source.data}
     curve.words.object = ""
     curve.pane.visible = False
-    curve._config = None  # (drawn again in full at the next traffic state)
+    curve.forget_drawn()
 
 
 def traffic_data(page: Page) -> dict[str, Any] | None:

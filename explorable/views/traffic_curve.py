@@ -47,6 +47,11 @@ class TrafficCurve(StateView):
     def built(self) -> bool:
         return self._built
 
+    def forget_drawn(self) -> None:
+        """Draw in full at the next traffic state, as if nothing had been drawn (the static export empties the
+        figures between states)."""
+        self._config = None
+
     def _build(self) -> None:
         self.source = ColumnDataSource({k: [] for k in ("rate", "served", "tok_s", "ttft", "tpot")},
                                        name="cb-traffic")  # named for the data table
