@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.explorable.served_app import FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, skip_without_chromium
+from tests.explorable.served_app import FIRST_PAGE_TIMEOUT_MS, new_page, skip_without_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -42,9 +42,7 @@ OVERLAPS_JS = """() => {
 
 
 def overlaps_at_each_width(browser, url: str) -> list[str]:
-    context = browser.new_context(viewport={"width": WIDTHS[0], "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
+    context, page, _ = new_page(browser, WIDTHS[0])
     try:
         page.goto(url)
         sync_api.expect(page.locator('[data-readout="throughput_tok_s"] .readout-value')).to_be_visible(

@@ -44,9 +44,7 @@ def browser():
 @pytest.fixture(scope="module")
 def page(static_site, browser):
     """One page of the static build, opened at its starting point; every request to another host refused."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(served_app.TIMEOUT_MS)
+    context, pg, _ = served_app.new_page(browser, 1280)
     pg.refused = refuse_other_hosts(pg)
     pg.goto(static_site)
     pg.evaluate("window.cbStatic.ready")
@@ -185,9 +183,7 @@ def test_the_slo_targets_move_goodput_live_at_any_value_as_the_served_app_comput
 
 
 def test_a_served_link_to_a_held_state_opens_it_and_an_unheld_one_the_nearest_with_a_notice(static_site, browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(served_app.TIMEOUT_MS)
+    context, pg, _ = served_app.new_page(browser, 1280)
     refused = refuse_other_hosts(pg)
     try:
         # The served app's own links (its URL keys and texts) to a traffic and a prefix-caching step's neighbour.
