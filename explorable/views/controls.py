@@ -40,7 +40,7 @@ def control_widget(state: ExplorableState, spec: ControlSpec) -> pn.widgets.Widg
         if kind is pn.widgets.Select and isinstance(options, dict):
             # A drop-down made with the value None shows no choice at all (Panel leaves a None value out of
             # the model it first sends): its "unset" choice stands for None in the widget (see `link`).
-            options = {label: UNSET if value is None else value for label, value in options.items()}
+            options = {label: to_choice(value) for label, value in options.items()}
         return kind(options=options, value=to_choice(getattr(state, spec.name)), description=p.doc,
                     **CHOICE_LAYOUT, **extra, **common)
     return _slider(state, spec, p, common)
