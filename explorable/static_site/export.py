@@ -65,19 +65,27 @@ def url_text(name: str, value: Any) -> str:
 
 
 @functools.lru_cache(maxsize=1)
+@functools.cache
 def _defaults() -> dict[str, Any]:
+    """The starting value of each held control (read, never changed, by every caller)."""
     from explorable.state.store import ExplorableState
 
     return {n: ExplorableState.param[n].default for n in HELD_CONTROLS}
 
 
+@functools.cache
+def _default_texts() -> dict[str, str]:
+    """Each held control's starting value as the URL writes it (a key leaves those out)."""
+    return {n: url_text(n, v) for n, v in _defaults().items()}
+
+
 def state_key(values: dict[str, Any]) -> str:
     """The key of a state in the manifest: its grid controls' URL texts, in URL order, then `&name=text` for each
     control held around the guides' steps that differs from its starting value (absent: at its start)."""
-    defaults = _defaults()
+    defaults = _default_texts()
     key = "&".join(url_text(n, values[n]) for n in GRID_ORDER)
-    return key + "".join(f"&{n}={url_text(n, values[n])}" for n in EXTRA_ORDER
-                         if n in values and url_text(n, values[n]) != url_text(n, defaults[n]))
+    return key + "".join(f"&{n}={text}" for n in EXTRA_ORDER
+                         if n in values and (text := url_text(n, values[n])) != defaults[n])
 
 
 def _ordered(name: str, values: Iterable) -> tuple:
