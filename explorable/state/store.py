@@ -103,6 +103,8 @@ class ExplorableState(_Controls):
 
     @param.depends(*CONTROLS, "uploaded", watch=True)
     def _run(self) -> None:
+        if self._unpair_half_quantiles():
+            return  # (the unset re-ran the page)
         try:
             cfg = self.run_config()
             trace = runs.run(cfg)
@@ -110,6 +112,19 @@ class ExplorableState(_Controls):
             self.run_error = str(exc)
             return
         self.show(trace, cfg)
+
+    def _unpair_half_quantiles(self) -> bool:
+        """A p50 or p99 set without its partner (code or a crafted message; the page's own form sets both) is
+        unset with a notice, as a link's would be, so the page keeps running what it shows."""
+        half = [f"{what}_p50" if getattr(self, f"{what}_p99") is None else f"{what}_p99"
+                for what in ("output", "prompt")
+                if (getattr(self, f"{what}_p50") is None) != (getattr(self, f"{what}_p99") is None)]
+        if not half:
+            return False
+        self.add_notice(f"{' and '.join(half)} came without {'their partners' if len(half) > 1 else 'its partner'} "
+                        "(a p50 and a p99 go together); left unset.")
+        self.param.update(**dict.fromkeys(half))
+        return True
 
     def show(self, trace: Trace, cfg: RunConfig | None = None) -> None:
         """Publish a trace (simulated, or measured on a GPU); the one on screen becomes the delta baseline."""

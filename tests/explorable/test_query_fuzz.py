@@ -289,6 +289,8 @@ bad_direct = st.one_of(
 
 @FUZZ
 @given(st.sampled_from(CONTROLS), bad_direct)
+@example("output_p50", 1)  # a lone p50 (found by this test): unset with a notice, not a page that cannot run
+@example("prompt_p99", 5)
 def test_a_wrong_value_set_directly_is_refused_by_param_and_changes_nothing(control, value):
     """A crafted websocket message reaches the state as a direct set; param refuses what is out of bounds."""
     state = ExplorableState()
@@ -302,7 +304,19 @@ def test_a_wrong_value_set_directly_is_refused_by_param_and_changes_nothing(cont
     assert_valid_and_runnable(state)
 
 
-@pytest.mark.parametrize("control", [n for n in NUMERIC if P[n].bounds[0] <= 1 <= P[n].bounds[1]])
+@pytest.mark.parametrize("half", ["output_p50", "output_p99", "prompt_p50", "prompt_p99"])
+def test_a_quantile_set_without_its_partner_is_unset_with_a_notice(half):
+    state = ExplorableState()
+    shown = state.trace
+    setattr(state, half, 700)
+    assert getattr(state, half) is None and state.run_error == "" and state.trace is shown
+    assert state.notices == [f"{half} came without its partner (a p50 and a p99 go together); left unset."]
+    state.param.update(output_p50=300, output_p99=900)  # the pair together runs
+    assert state.run_error == "" and state.trace.config.output_p50 == 300
+
+
+@pytest.mark.parametrize("control", [n for n in NUMERIC if P[n].bounds[0] <= 1 <= P[n].bounds[1]
+                                     and not n.endswith(("_p50", "_p99"))])  # (alone, those are unset: above)
 def test_param_takes_true_as_the_number_1_and_the_engine_then_refuses_it(control):
     """Documents why a bool must never reach a numeric control (the served-path test above)."""
     state = ExplorableState()
