@@ -244,38 +244,7 @@ def _digest(data: bytes, n: int = 16) -> str:
     return hashlib.sha256(data).hexdigest()[:n]
 
 
-def _summary_id(summary: dict) -> str:
-    return _digest(json.dumps(summary, sort_keys=True).encode(), 10)
-
-
-def _delta_cells(summary: dict, previous: dict, values: dict) -> list[str]:
-    """The six readouts' change cells of `summary` after `previous`, as the readouts pane's model holds them."""
-    from engine import RunConfig
-    from explorable.views.readouts import delta_cell, readouts
-    from explorable.state.control_specs import CONTROLS, config_fields
-    from explorable.state.store import ExplorableState
-
-    defaults = {n: ExplorableState.param[n].default for n in CONTROLS}
-    cfg = RunConfig(**config_fields({**defaults, **values}))
-    return [html.escape(delta_cell(r)) for r in readouts(summary, previous, cfg)]
-
-
-def _neighbours(key: str, computed: dict[str, dict], reach: dict[str, str], held: dict[str, tuple]) -> set[str]:
-    """Computed states one control change away (a stop click, a slider release, a radio choice); `held`: every
-    value the build holds of each control (`all_stops`)."""
-    values = computed[key]
-    out = set()
-    for name in HELD_CONTROLS:
-        for v in held[name]:
-            if v != values[name]:
-                other = reach.get(state_key({**values, name: v}))
-                if other:
-                    out.add(other)
-    return out
-
-
-def _write_data(out: Path, results: dict[str, dict], computed, reach, held, step_keys
-                ) -> tuple[dict[str, str], list[dict]]:
+def _write_data(out: Path, results: dict[str, dict]) -> tuple[dict[str, str], list[dict]]:
     """One file per distinct outcome under data/; returns key -> file name (without .json), and the arrays
     that are shared by many files (the page carries those)."""
     data_dir = out / "data"
@@ -293,20 +262,8 @@ def _write_data(out: Path, results: dict[str, dict], computed, reach, held, step
         s = r["summary"]
         if r.get("traffic"):
             body["traffic"] = r["traffic"]
-        if s is not None:
+        if s is not None:  # (the page says each readout's change against the state before from the two summaries)
             body["summary"] = s
-            body["sid"] = _summary_id(s)
-            after: dict[str, list[str]] = {}  # deltas of this state after a neighbour or a step
-            for other in _neighbours(key, computed, reach, held) | set(step_keys):
-                prev = results[other]["summary"]
-                if other != key and prev is not None:
-                    after[_summary_id(prev)] = _delta_cells(s, prev, r["values"])
-            before: dict[str, list[str]] = {}  # deltas of each step after this state
-            for other in step_keys:
-                step = results[other]["summary"]
-                if other != key and step is not None:
-                    before[_summary_id(step)] = _delta_cells(step, s, results[other]["values"])
-            body["after"], body["before"] = after, before
         raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         name = _digest(raw)
         path = data_dir / f"{name}.json"
@@ -418,7 +375,7 @@ def _config(page, stops: dict[str, tuple], held: dict[str, tuple], files: dict[s
     """What the page's script needs to swap states (the same for both pages but for the models' ids)."""
     from explorable.static_site import static_page
     from explorable.page.layout import EMBED_MESSAGE
-    from explorable.views.readouts import Readout, delta_cell, traffic_readouts
+    from explorable.views.readouts import CHANGES, PERCENT, Readout, delta_cell, traffic_readouts
     from explorable.state.control_specs import SIDEBAR_CONTROLS, SLO_CONTROLS, URL_CONTROLS
     from explorable.state.store import ExplorableState
 
@@ -452,6 +409,8 @@ def _config(page, stops: dict[str, tuple], held: dict[str, tuple], files: dict[s
         "controls": static_page.control_fragments(page),
         "blankCell": html.escape(delta_cell(Readout("", "", 0.0, "", "", "", ""))),
         "trafficRows": [[r.key, r.label] for r in rows],
+        "changes": {key: [c.decimals, c.comma, c.unit, c.higher_is_better, PERCENT.get(key, 1)]
+                    for key, c in CHANGES.items()},
         "buttonStops": {n: [url_text(n, CONTROL_SPECS[n].typed(v)) for v in (
             page.app.views["controls"].pool_stops if n == "pool_gib" else CONTROL_SPECS[n].stops)]
             for n in keyed if CONTROL_SPECS[n].stops},
@@ -595,8 +554,7 @@ def export(out: Path, stops: dict[str, tuple], jobs: int, progress: bool = True,
     for target in todo:
         for r in json.loads(Path(target).read_text()):
             results[r["key"]] = r
-    every_step = [k for keys in step_keys.values() for k in keys]
-    files, shared = _write_data(out, results, computed, reach, held, every_step)
+    files, shared = _write_data(out, results)
     _shell(out, stops, held, files, reach, step_keys, results, shared, tuple(guides))
     stale = set((out / "data").glob("*.json")) - {out / "data" / f"{f}.json" for f in files.values()}
     for p in stale:  # outcomes of an earlier build with other stops

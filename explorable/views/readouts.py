@@ -29,17 +29,49 @@ class Readout:
     verdict: str  # 'better', 'worse', 'same' or ''
 
 
-def _delta(now: float, before: float | None, fmt: str, unit: str, higher_is_better: bool | None):
+@dataclass(frozen=True)
+class Change:
+    """How a readout says its change against the setting before: the number format (Python's `{:,.<decimals>f}`,
+    without the comma where `comma` is false), the unit after it, and which way is better (None: neither)."""
+    decimals: int
+    comma: bool
+    unit: str
+    higher_is_better: bool | None
+
+    def number(self, x: float) -> str:
+        return format(x, f"{',' if self.comma else ''}.{self.decimals}f")
+
+
+# Each readout's change, declared once: the page's readouts and the static build's script (which says the change
+# between any two of its states from their summaries, in the same formats) both read it.
+CHANGES: dict[str, Change] = {
+    "throughput_tok_s": Change(0, True, " tok/s", True),
+    "throughput_per_gpu_tok_s": Change(0, True, " tok/s", True),
+    "peak_batch": Change(0, True, "", None),
+    "mean_batch": Change(1, True, "", None),
+    "preemptions": Change(0, True, "", False),
+    "recomputed_prompt_tokens": Change(0, True, "", False),
+    "live_cache_fraction": Change(1, False, " pts", True),  # the fraction in percent: a change in points
+    "refused_requests": Change(0, True, "", False),
+    "prefix_cache_hit_tokens": Change(0, True, "", True),
+    "ttft_ms_p50": Change(1, True, " ms", False), "ttft_ms_p99": Change(1, True, " ms", False),
+    "tpot_ms_p50": Change(1, True, " ms", False), "tpot_ms_p99": Change(1, True, " ms", False),
+    "goodput_req_s": Change(2, True, " req/s", True),
+}
+# Readouts whose value is the summary's times this (the rest show the summary's own number).
+PERCENT = {"live_cache_fraction": 100}
+
+
+def _delta(key: str, now: float, before: float | None) -> tuple[str, str]:
     if before is None:
         return "", ""
-    change = now - before
-    if abs(change) < 1e-9 or fmt.format(abs(change)) == fmt.format(0):
+    c, change = CHANGES[key], now - before
+    if abs(change) < 1e-9 or c.number(abs(change)) == c.number(0):
         return "no change", "same"
-    sign = "+" if change > 0 else "\u2212"
-    text = f"{sign}{fmt.format(abs(change))}{unit}"
-    if higher_is_better is None:
+    text = f"{'+' if change > 0 else chr(0x2212)}{c.number(abs(change))}{c.unit}"
+    if c.higher_is_better is None:
         return text, ""
-    return text, "better" if (change > 0) == higher_is_better else "worse"
+    return text, "better" if (change > 0) == c.higher_is_better else "worse"
 
 
 def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: bool = False) -> list[Readout]:
@@ -53,42 +85,39 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
 
     rows = []
 
-    def add(key, label, value, text, beside, fmt, unit, higher_is_better, before=None):
-        before = get(key) if before is None and previous else before
-        delta, verdict = _delta(value, before, fmt, unit, higher_is_better)
+    def add(key, label, value, text, beside):
+        before = get(key) if previous else None
+        if before is not None:
+            before *= PERCENT.get(key, 1)
+        delta, verdict = _delta(key, value, before)
         rows.append(Readout(key, label, float(value), text, beside, delta, verdict))
 
     tput = summary["throughput_tok_s"]
     predicted = f"simulated {prev['throughput_tok_s']:,.0f}" if measured and previous else ""
     gpus = cfg.num_gpus
     node = f"{gpus} GPUs together" if gpus > 1 else ""
-    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", predicted or node, "{:,.0f}", " tok/s", True)
+    add("throughput_tok_s", "output tokens/s", tput, f"{tput:,.0f}", predicted or node)
     if gpus > 1:  # sharding buys concurrency and costs GPUs: both figures, side by side
         each = summary["throughput_per_gpu_tok_s"]
-        add("throughput_per_gpu_tok_s", "output tokens/s per GPU", each, f"{each:,.0f}", f"of {gpus} GPUs",
-            "{:,.0f}", " tok/s", True)
+        add("throughput_per_gpu_tok_s", "output tokens/s per GPU", each, f"{each:,.0f}", f"of {gpus} GPUs")
     add("peak_batch", "largest batch", summary["peak_batch"], f"{summary['peak_batch']:,}",
-        f"of {cfg.max_num_seqs:,} slots", "{:,.0f}", "", None)
-    add("mean_batch", "mean batch per pass", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "",
-        "{:,.1f}", "", None)
-    add("preemptions", "preemptions", summary["preemptions"], f"{summary['preemptions']:,}", "",
-        "{:,.0f}", "", False)
+        f"of {cfg.max_num_seqs:,} slots")
+    add("mean_batch", "mean batch per pass", summary["mean_batch"], f"{summary['mean_batch']:.1f}", "")
+    add("preemptions", "preemptions", summary["preemptions"], f"{summary['preemptions']:,}", "")
     rec = summary["recomputed_prompt_tokens"]
     add("recomputed_prompt_tokens", "prompt tokens recomputed", rec, f"{rec:,}",
-        f"{100 * rec / prompt_total:.1f}% of {prompt_total:,}", "{:,.0f}", "", False)
-    live = 100 * summary["live_cache_fraction"]
-    before_live = 100 * prev["live_cache_fraction"] if previous else None
-    add("live_cache_fraction", "held cache holding a token", live, f"{live:.1f}%", "", "{:.1f}", " pts", True,
-        before=before_live)
+        f"{100 * rec / prompt_total:.1f}% of {prompt_total:,}")
+    live = PERCENT["live_cache_fraction"] * summary["live_cache_fraction"]
+    add("live_cache_fraction", "held cache holding a token", live, f"{live:.1f}%", "")
     refused = summary.get("refused_requests", 0)
     if cfg.max_model_len is not None or refused:
         add("refused_requests", "requests refused", refused, f"{refused:,}",
-            f"longer than --max-model-len {cfg.effective_max_model_len:,}", "{:,.0f}", "", False)
+            f"longer than --max-model-len {cfg.effective_max_model_len:,}")
     if cfg.enable_prefix_caching and "prefix_cache_hit_tokens" in summary:
         hits, again = summary["prefix_cache_hit_tokens"], summary["prefix_cache_readmission_hit_tokens"]
         rate = 100 * summary["prefix_cache_hit_rate"]
         add("prefix_cache_hit_tokens", "prompt tokens served from cache", hits, f"{hits:,}",
-            f"hit rate {rate:.1f}%; {again:,} on readmission after an eviction", "{:,.0f}", "", True)
+            f"hit rate {rate:.1f}%; {again:,} on readmission after an eviction")
     return rows
 
 
@@ -105,10 +134,10 @@ def traffic_readouts(summary: dict, previous: dict | None, goodput: float, previ
         beside = f"target {target:,.0f} ms" + (", missed" if value > target else "")
         if measured and previous:
             beside = f"simulated {_ms(previous[key])}; " + beside
-        delta, verdict = _delta(value, previous.get(key) if previous else None, "{:,.1f}", " ms", False)
+        delta, verdict = _delta(key, value, previous.get(key) if previous else None)
         rows.append(Readout(key, label, float(value), _ms(value), beside, delta, verdict))
     share = goodput / summary["request_throughput"] if summary["request_throughput"] else 0.0
-    delta, verdict = _delta(goodput, previous_goodput, "{:,.2f}", " req/s", True)
+    delta, verdict = _delta("goodput_req_s", goodput, previous_goodput)
     rows.append(Readout("goodput_req_s", "goodput (req/s meeting both targets)", goodput, f"{goodput:,.2f}",
                         f"{100 * share:.0f}% of {summary['request_throughput']:,.2f} req/s served", delta, verdict))
     return rows

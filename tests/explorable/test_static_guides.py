@@ -80,6 +80,29 @@ def shown(pg) -> dict[str, list[str]]:
     return {k: [v, t, b] for k, v, t, b in cards}
 
 
+DELTA = re.compile(r'data-readout="([^"]+)".*?<div class="readout-delta ([a-z]*)">(.*?)</div>', re.S)
+
+
+def served_changes(before: dict, settings: dict) -> dict[str, list[str]]:
+    """The change cells the served app's Readouts shows after a reader goes from `before` to `settings` (key ->
+    [verdict, text]): its state and view at `before`, then every control set to `settings`' values at once."""
+    state = ExplorableState(**before)
+    view = Readouts(state=state)  # (open before the change: it keeps the goodput it showed, as on the served page)
+    defaults = ExplorableState.__new__(ExplorableState).defaults()
+    state.param.update(**{**defaults, **settings})
+    text = view.pane.object + (view.traffic.object if view.traffic.visible else "")
+    return {k: [v, html.unescape(t).replace("\xa0", "")] for k, v, t in DELTA.findall(text)}
+
+
+def shown_changes(pg) -> dict[str, list[str]]:
+    cards = pg.locator(".run-readouts [data-readout], .traffic-readouts [data-readout]").evaluate_all("""els => els
+        .filter(el => el.checkVisibility())
+        .map(el => { const d = el.querySelector('.readout-delta');
+                     return [el.dataset.readout, d.className.replace('readout-delta', '').trim(),
+                             d.textContent.replace(/\u00a0/g, '')]; })""")
+    return {k: [v, t] for k, v, t in cards}
+
+
 def texts(settings: dict) -> dict[str, str]:
     """A setting's held controls as the page's script holds them (URL texts)."""
     defaults = ExplorableState.__new__(ExplorableState).defaults()
@@ -120,6 +143,8 @@ def test_every_step_of_every_guide_shows_the_served_apps_readouts(page, spec):
         sync_api.expect(page.locator(f".{spec.css}-text").first).to_have_attribute("data-step", str(i + 1))
         want, got = served(step.settings), shown(page)
         assert got == {k: list(v) for k, v in want.items()}, (spec.label, step.title)
+        if i:  # each figure's change against the step before, as the served app says it
+            assert shown_changes(page) == served_changes(spec.steps[i - 1].settings, step.settings), step.title
         # The traffic views show exactly where the served page shows them.
         arriving = step.settings.get("arrival") == "rate"
         assert page.locator(".traffic-curve").first.is_visible() == arriving, step.title
@@ -152,6 +177,7 @@ def test_each_control_a_step_names_at_each_of_its_stops_gives_the_served_outcome
                     sync_api.expect(page.locator(".run-readouts .readouts.stale")).to_have_count(1)
                 else:
                     sync_api.expect(error).to_be_hidden()
+                    assert shown_changes(page) == served_changes(step.settings, settings), (step.title, name, value)
                 assert shown(page) == {k: list(v) for k, v in want.items()}, (step.title, name, value)
                 moves += 1
     assert moves >= 3 * len(spec.steps)

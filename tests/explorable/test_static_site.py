@@ -163,6 +163,28 @@ def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, 
     assert refused == []
 
 
+def test_the_page_formats_numbers_as_python_does_ties_included(site, browser):
+    """The script says readouts' changes from two summaries (explorable.views.readouts.CHANGES): its number format
+    must be Python's to the digit, at exact ties (to even) and at values a float multiplication would make ties."""
+    import random
+
+    rng = random.Random(7)
+    values = [0.15, 0.25, 0.35, 2.5, 3.5, 0.125, 0.375, 1.005, 2.675, 1234567.5, 1234568.5, 999.95, 0.05, 0.0, 1e-9,
+              45.0, 123456789.125, *(rng.uniform(0, 5000) for _ in range(300)), *(rng.randrange(0, 10**7) / 8 for _ in range(100)),
+              *(rng.randrange(0, 10**5) / 100 for _ in range(100))]
+    cases = [[x, d, comma] for x in values for d in (0, 1, 2) for comma in (True, False)]
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        page.goto(site)
+        page.evaluate("window.cbStatic.ready")
+        got = page.evaluate("cases => cases.map(([x, d, c]) => window.cbStatic.fixed(x, d, c))", cases)
+    finally:
+        context.close()
+    want = [format(x, f"{',' if comma else ''}.{d}f") for x, d, comma in cases]
+    assert [(c, g) for c, g, w in zip(cases, got, want) if g != w] == []
+
+
 @pytest.mark.parametrize("width", (390, 1280))
 def test_the_static_page_passes_the_served_apps_layout_checks(site, browser, width):
     # Any query but the projector flag: the checks expect the compact view and save no screenshot of their own.

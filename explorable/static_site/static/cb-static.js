@@ -114,13 +114,15 @@
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
   // -- Python's number formats, exactly (explorable.views.readouts formats with them) ------------------------
-  // format(x, f",.{d}f") / f".{d}f": toFixed rounds an exact tie up, Python to even.
+  // format(x, f",.{d}f") / f".{d}f": both round the exact binary value; at an exact tie toFixed rounds up and
+  // Python to even. A tie is told exactly from the value's decimal expansion (a double that is not a tie differs
+  // from one well within 25 more digits), not from x * 10 ** d, which itself rounds (0.15 * 10 is 1.5).
   function fixed(x, d, comma) {
     let s = x.toFixed(d);
-    const scaled = x * 10 ** d;
-    if (x >= 0 && Number.isInteger(scaled * 2) && !Number.isInteger(scaled)) {  // an exact tie
-      const k = Math.floor(scaled), even = k % 2 === 0 ? k : k + 1;
-      const digits = String(even).padStart(d + 1, "0");
+    const longer = x.toFixed(d + 25);
+    if (x >= 0 && /^50*$/.test(longer.slice(longer.length - 25))) {  // an exact tie: to the even neighbour
+      const k = BigInt(longer.slice(0, longer.length - 25).replace(".", ""));
+      const digits = String(k % 2n === 0n ? k : k + 1n).padStart(d + 1, "0");
       s = d ? `${digits.slice(0, -d)}.${digits.slice(-d)}` : digits;
     }
     if (!comma) return s;
@@ -142,11 +144,16 @@
 
   // -- the traffic readouts, at any SLO target (explorable.views.readouts: traffic_readouts, render) --------------
   const ms = (v) => (v >= 100 ? `${fixed(v, 0, true)} ms` : `${fixed(v, 1, false)} ms`);
-  function delta(now, before, fmt, unit, higherIsBetter) {
+  // A readout's change against the one before, as explorable.views.readouts._delta says it (C.changes: its
+  // CHANGES, [decimals, comma, unit, higher is better or null, the summary's scale]).
+  function delta(key, now, before) {
     if (before === null || before === undefined) return ["", ""];
+    const [d, comma, unit, higherIsBetter] = C.changes[key];
+    const number = (x) => fixed(x, d, comma);
     const change = now - before;
-    if (Math.abs(change) < 1e-9 || fmt(Math.abs(change)) === fmt(0)) return ["no change", "same"];
-    const text = `${change > 0 ? "+" : "\u2212"}${fmt(Math.abs(change))}${unit}`;
+    if (Math.abs(change) < 1e-9 || number(Math.abs(change)) === number(0)) return ["no change", "same"];
+    const text = `${change > 0 ? "+" : "\u2212"}${number(Math.abs(change))}${unit}`;
+    if (higherIsBetter === null) return [text, ""];
     return [text, (change > 0) === higherIsBetter ? "better" : "worse"];
   }
   // Requests that met both targets per second of the run (engine.latency.good_requests: value <= target; a
@@ -165,18 +172,18 @@
       + `<div class="readout-main"><span class="readout-value" data-value="${g6(value)}">${text}</span>`
       + `<span class="readout-beside">${esc(beside)}</span></div>`
       + `<div class="readout-delta ${verdict}">${esc(d) || "&nbsp;"}</div></div>`);
-    const f1 = (x) => fixed(x, 1, true), f2 = (x) => fixed(x, 2, true);
+    const f2 = (x) => fixed(x, 2, true);
     for (const [key, label] of C.trafficRows) {
       if (key === "goodput_req_s") continue;
       const value = summary[key], target = key.startsWith("ttft") ? slo.slo_ttft_ms : slo.slo_tpot_ms;
       const beside = `target ${fixed(target, 0, true)} ms${value > target ? ", missed" : ""}`;
-      card(key, label, value, ms(value), beside, delta(value, previous ? previous[key] : null, f1, " ms", false));
+      card(key, label, value, ms(value), beside, delta(key, value, previous ? previous[key] : null));
     }
     const served = summary.request_throughput;
     const share = served ? good / served : 0.0;
     const [key, label] = C.trafficRows.find(([k]) => k === "goodput_req_s");
     card(key, label, good, f2(good), `${fixed(100 * share, 0, false)}% of ${f2(served)} req/s served`,
-      delta(good, goodBefore, f2, " req/s", true));
+      delta(key, good, goodBefore));
     return `<div class="readouts">${cards.join("")}</div>`;
   }
 
@@ -285,12 +292,19 @@
     return out;
   }
 
-  // The readouts pane with the change cells of this step (the export drew them with Python's readouts()).
+  // The readouts pane with each figure's change against the state shown before, from the two summaries, as the
+  // served app's Readouts says it against the run before (the export leaves the change cells blank).
   function readoutsText(text, data) {
-    if (!shown || !shown.sid || !data.sid) return text;
-    const cells = (data.after || {})[shown.sid] || (shown.before || {})[data.sid];
+    if (!shown || !shown.summary || !data.summary) return text;
+    const keys = [...text.matchAll(/data-readout=&quot;(\w+)&quot;/g)].map((m) => m[1]);
     const parts = text.split(C.blankCell);
-    if (!cells || parts.length !== cells.length + 1) return text;
+    if (parts.length !== keys.length + 1 || !keys.every((k) => k in C.changes)) return text;
+    const cells = keys.map((key) => {
+      const scale = C.changes[key][4], before = shown.summary[key];
+      const [d, verdict] = delta(key, (data.summary[key] ?? 0) * scale,
+        before === undefined || before === null ? null : before * scale);
+      return esc(`<div class="readout-delta ${verdict}">${esc(d) || "&nbsp;"}</div>`);
+    });
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
   }
 
@@ -512,6 +526,7 @@
   const guideIndex = (key) => G.findIndex((g) => g.key === key);
 
   window.cbStatic = {
+    fixed,  // (for the tests: Python's number formats, as the readouts use them)
     // A slider released, a radio button chosen or a box ticked (Bokeh's js_on_change on the widget).
     control(name, raw) {
       if (applying || !values) return;
