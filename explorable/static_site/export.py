@@ -443,15 +443,17 @@ def _shell(out: Path, stops: dict[str, tuple], held: dict[str, tuple], files: di
         static_page.forget_traffic(page)
         page.state.dismiss_notices()
         static_page.on_change_js(page)
+        resources, unused = page_resources(page.doc), unused_files(page.doc)  # (with the request-rate figures)
+        traffic = static_page.detach_traffic_views(page, ids)  # (the script adds them: C.trafficViews)
         # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).
         with set_resource_mode("server"), pn_config.set(notifications=False):
-            text = file_html(page.doc, page_resources(page.doc), TITLE)
-        text = _copy_assets(_drop_unused(text, unused_files(page.doc)), out)
+            text = file_html(page.doc, resources, TITLE)
+        text = _copy_assets(_drop_unused(text, unused), out)
         other = next(n for n, p in PAGES if p != projector)
         switch = _SWITCH % ("true" if projector else "false", json.dumps(other))
         assert "<head>" in text
         text = text.replace("<head>", "<head>\n" + VIEWPORT_META + "\n" + switch, 1)
-        script = json.dumps({**config, "ids": ids}, separators=(",", ":")).replace("</", "<\\/")
+        script = json.dumps({**config, "ids": ids, **traffic}, separators=(",", ":")).replace("</", "<\\/")
         tail = f'<script>window.CB_STATIC_CONFIG = {script};</script>\n<script src="static/cb-static.js"></script>\n'
         text = text.replace("</body>", tail + "</body>", 1)
         tmp = out / f"{name}.tmp"
@@ -632,8 +634,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"states (reachable settings):  {fig['states']:,} ({fig['computed']:,} simulated, "
           f"{fig['errors']} that cannot run)")
     print(f"distinct outcomes (files):    {fig['outcomes']:,}")
-    print(f"guides held:                  all at once{''.join(', ' + g for g in fig['guides'])}"
-          " (each step of the others with its one-control neighbourhood)")
+    others = "".join(", " + g for g in fig["guides"])
+    print(f"guides held:                  all at once{others}"
+          + (" (each step of the others with its one-control neighbourhood)" if others else " (the article's grid)"))
     print(f"build time:                   {fig['seconds']:,.0f} s with {fig['jobs']} worker(s)"
           f" (load average {os.getloadavg()[0]:.2f}; resumed groups are not re-timed)")
     print(f"total size:                   {_kb(t_raw)} raw, {_kb(t_gz)} gzipped")

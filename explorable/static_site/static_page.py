@@ -252,6 +252,26 @@ def forget_traffic(page: Page) -> None:
     curve.forget_drawn()
 
 
+def detach_traffic_views(page: Page, ids: dict[str, str]) -> dict[str, Any]:
+    """Take the request-rate figures out of the page before its shell is rendered, and return what the page's
+    script needs to add them back: `trafficViews`, the document event that gives their pane its children again
+    (the models in full, as a server's PATCH-DOC carries new models), and `trafficIds`, the ids of the named models
+    among them (a patch that names one needs the figures first). The shell then carries about a fifth fewer models
+    at the state it opens at, where they are hidden; the served page too builds them when traffic first arrives.
+    Empty where the page has no traffic views."""
+    if "traffic.pane" not in page.run_models:
+        return {}
+    pane = page.run_models["traffic.pane"]
+    children = list(pane.children)
+    pane.children = []
+    in_shell = set().union(*(root.references() for root in page.doc.roots))
+    added = set().union(*(child.references() for child in children)) - in_shell
+    event = {"kind": "ModelChanged", "model": {"id": pane.id}, "attr": "children",
+             "new": Serializer(references=in_shell, deferred=False).encode(children)}
+    named = {m.id for m in added}
+    return {"trafficViews": event, "trafficIds": sorted(i for i in ids.values() if i in named)}
+
+
 def traffic_data(page: Page) -> dict[str, Any] | None:
     """What the page's script needs to draw the traffic readouts and SLO lines at any SLO target: each request's
     TTFT and TPOT (s; None where not finite) and whether it finished, the run's length, and the extent of the

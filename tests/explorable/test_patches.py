@@ -3,7 +3,8 @@ a click with any one of them off; a library outside a patch's tested range leave
 
 (What each patch does is pinned by its own tests: test_inline_arrays, test_prompt_writes, test_prompt_changes,
 test_crossed_clicks_browser, test_stylesheet, test_paint_in_sight_browser, test_relayout_browser, test_query_fuzz,
-test_accessibility_browser; text_updates and aria_names below.)
+test_accessibility_browser; text_updates and aria_names below; the served page with every patch off in
+test_patches_browser.)
 """
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ from explorable import patches
 from explorable.page.layout import build_app
 from explorable.patches import aria_names, text_updates
 from tests.conftest import ROOT
-from tests.explorable.served_app import (
-    FIRST_PAGE_TIMEOUT_MS, TIMEOUT_MS, panel_serve, readout, skip_without_chromium,
-)
 
 MODULES = {name: importlib.import_module(f"explorable.patches.{name}") for name in patches.NAMES}
 
@@ -172,27 +170,3 @@ def test_out_of_range_patches_nothing_and_says_so_in_one_line(reinstalled, monke
 ])
 def test_version_ranges(version, tested, inside):
     assert patches.in_range(version, tested) is inside
-
-
-# -- the served page with every patch off --------------------------------------------------------------------
-@pytest.mark.browser
-def test_the_served_page_with_every_patch_off_answers_a_click(browser):
-    skip_without_chromium()
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    env = {**os.environ, patches.OFF_VARIABLE: "all",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    with panel_serve(env) as url:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        sync_api.expect(readout(page, "peak_batch")).to_be_visible(timeout=FIRST_PAGE_TIMEOUT_MS)
-        assert page.locator(".paint-fix, .aria-names").count() == 0  # the BokehJS patches are not on the page
-        page.locator(".stop-max_num_seqs button").filter(has_text=re.compile(r"^\s*64\s*$")).click()
-        sync_api.expect(readout(page, "preemptions")).to_have_text("0")
-        sync_api.expect(readout(page, "peak_batch")).to_have_text("64")
-        page.wait_for_timeout(500)  # the curves' follow-up, before the page closes
-        context.close()
-        assert not errors, errors

@@ -318,14 +318,34 @@
     return patch;
   }
 
-  // Apply a patch of the page's own controls and panes (no arrays): {name: {property: value}}.
-  const patchUi = (patch) => {
+  // The request-rate figures are not in the shell: about a fifth of its models, and the page opens at a state
+  // that hides them. C.trafficViews is the patch that adds them (the served page, too, builds them when traffic
+  // first arrives); it is applied once the page is idle after its first state, or first in the first patch that
+  // names one of them (C.trafficIds), whichever comes first.
+  const trafficIds = new Set(C.trafficIds || []);
+  let trafficViews = C.trafficViews || null;
+  function apply(out, buffers) {
+    if (trafficViews && out.some((e) => trafficIds.has(e.model.id))) {
+      out.unshift(trafficViews);
+      trafficViews = null;
+    }
     applying = true;
     try {
-      doc.apply_json_patch({events: events(patch, [])}, new Map());
+      doc.apply_json_patch({events: out}, buffers);
     } finally {
       applying = false;
     }
+  }
+  function buildTrafficViews() {
+    if (!trafficViews) return;
+    const views = trafficViews;
+    trafficViews = null;
+    apply([views], new Map());
+  }
+
+  // Apply a patch of the page's own controls and panes (no arrays): {name: {property: value}}.
+  const patchUi = (patch) => {
+    apply(events(patch, []), new Map());
   };
 
   // Each control's quick stops light the current value's button, none between stops.
@@ -419,12 +439,7 @@
     if (data.summary) events(trafficPatch(data, keyOf(v), true), out);
     events(widgets(v), out);
     events(shareLink(v), out);
-    applying = true;
-    try {
-      doc.apply_json_patch({events: out}, data.buffers);
-    } finally {
-      applying = false;
-    }
+    apply(out, data.buffers);
     values = {...v};
     if (data.summary) { shown = data; shownKey = keyOf(v); }
     writeUrl(values);
@@ -626,6 +641,8 @@
       // A link to another state opens without deltas, as the served app does.
       const opened = go(v, key === keyOf(first));
       opened.then(resolve, resolve);
+      const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
+      opened.then(() => later(buildTrafficViews, {timeout: 2000}));
     };
     start();
   });
