@@ -426,6 +426,8 @@ def _shell(out: Path, stops: dict[str, tuple], held: dict[str, tuple], files: di
     """index.html and projector.html: the page at its starting point, its resources, and what the script needs."""
     from panel.config import config as pn_config
     from panel.io.resources import set_resource_mode
+    from bokeh.core.validation import silenced
+    from bokeh.core.validation.warnings import EMPTY_LAYOUT
     from panel.io.save import file_html
 
     from explorable.static_site import static_page
@@ -446,7 +448,8 @@ def _shell(out: Path, stops: dict[str, tuple], held: dict[str, tuple], files: di
         resources, unused = page_resources(page.doc), unused_files(page.doc)  # (with the request-rate figures)
         traffic = static_page.detach_traffic_views(page, ids)  # (the script adds them: C.trafficViews)
         # No notification area: a static page has no server to lose (and the area loads its own JS and CSS).
-        with set_resource_mode("server"), pn_config.set(notifications=False):
+        # (Bokeh would warn that the request-rate figures' pane is empty: it is, until the script fills it.)
+        with set_resource_mode("server"), pn_config.set(notifications=False), silenced(EMPTY_LAYOUT):
             text = file_html(page.doc, resources, TITLE)
         text = _copy_assets(_drop_unused(text, unused), out)
         other = next(n for n, p in PAGES if p != projector)

@@ -9,6 +9,7 @@ Screenshots land in artifacts/. With CB_STATIC_SITE=DIR the same checks run on a
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import os
 import re
@@ -161,6 +162,31 @@ def test_a_link_opens_its_state_and_an_off_grid_value_snaps_with_a_notice(site, 
     finally:
         context.close()
     assert refused == []
+
+
+def test_the_request_rate_figures_are_left_out_of_the_shell_and_added_before_traffic_shows(site, site_dir, browser):
+    """The shell opens at a state without traffic: it leaves the request-rate figures' models out (a fifth of them),
+    and the page's script adds them, whole, before they are shown, here with a link straight to a traffic state
+    (before the page is idle)."""
+    config = json.loads(re.search(r"window\.CB_STATIC_CONFIG = (.*?);</script>",
+                                  (site_dir / "index.html").read_text()).group(1).replace("<\\/", "</"))
+    docs = re.search(r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>',
+                     (site_dir / "index.html").read_text(), re.S).group(1)
+    named = {name: i for name, i in config["ids"].items() if name.startswith("traffic.") and name != "traffic.pane"}
+    assert sorted(named.values()) == config["trafficIds"] and len(named) >= 6
+    assert not [i for i in named.values() if f'"id":"{i}"' in docs.replace(" ", "")]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(site + "?arrival=rate&request_rate=16.0")
+        page.evaluate("window.cbStatic.ready")
+        present = page.evaluate("ids => ids.map(i => !!Bokeh.documents[0].get_model_by_id(i))", list(named.values()))
+        assert all(present), dict(zip(named, present))
+        sync_api.expect(page.locator(".traffic-curve canvas").first).to_be_visible()
+        assert page.evaluate("i => Bokeh.documents[0].get_model_by_id(i).data.rate.length",
+                             named["traffic.source"]) == 12
+    finally:
+        context.close()
 
 
 def test_the_page_formats_numbers_as_python_does_ties_included(site, browser):
