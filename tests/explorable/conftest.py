@@ -110,7 +110,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def static_site(static_build):
     """The shared static build served on loopback: yields its index.html's URL."""
     handler = functools.partial(_QuietHandler, directory=str(static_build.out))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = served_app.QuietHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
     httpd.shutdown()

@@ -25,6 +25,15 @@ TIMEOUT_MS = 20_000  # a loaded 2-core machine can take more than 5 s to draw a 
 FIRST_PAGE_TIMEOUT_MS = 90_000
 
 
+
+class QuietHTTPServer(http.server.ThreadingHTTPServer):
+    """Python's threaded file server without its traceback when Chromium closes a connection mid-reply (a page
+    closed while a file was on its way: not an error of the page or the test)."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 def skip_without_chromium() -> None:
     """Skip the calling test module (or fixture) when the system's Chromium is not installed."""
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
@@ -155,7 +164,7 @@ def course_page(html: str) -> Iterator[str]:
         def log_message(self, *_):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/"

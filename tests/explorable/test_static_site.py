@@ -61,7 +61,7 @@ def site(site_dir):
     """The small export, served on loopback: yields the page's URL."""
     out = site_dir
     handler = functools.partial(_QuietHandler, directory=str(out))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = served_app.QuietHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
     httpd.shutdown()
