@@ -64,7 +64,6 @@ def url_text(name: str, value: Any) -> str:
     return text if isinstance(text, str) else json.dumps(text)
 
 
-@functools.lru_cache(maxsize=1)
 @functools.cache
 def _defaults() -> dict[str, Any]:
     """The starting value of each held control (read, never changed, by every caller)."""

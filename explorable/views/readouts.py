@@ -68,7 +68,8 @@ def _delta(key: str, now: float, before: float | None) -> tuple[str, str]:
     c, change = CHANGES[key], now - before
     if abs(change) < 1e-9 or c.number(abs(change)) == c.number(0):
         return "no change", "same"
-    text = f"{'+' if change > 0 else chr(0x2212)}{c.number(abs(change))}{c.unit}"
+    sign = "+" if change > 0 else "\u2212"
+    text = f"{sign}{c.number(abs(change))}{c.unit}"
     if c.higher_is_better is None:
         return text, ""
     return text, "better" if (change > 0) == c.higher_is_better else "worse"
@@ -86,7 +87,7 @@ def readouts(summary: dict, previous: dict | None, cfg: RunConfig, measured: boo
     rows = []
 
     def add(key, label, value, text, beside):
-        before = get(key) if previous else None
+        before = get(key)
         if before is not None:
             before *= PERCENT.get(key, 1)
         delta, verdict = _delta(key, value, before)

@@ -5,8 +5,9 @@ site, walked through every step (and every guide's tab) and checked in a window 
 costs axe's own run and not a page load or an update.
 
 The static page's walk is in test_accessibility_static_browser.py (a file of its own: the suite's two workers
-take a file each, and the two walks are its longest). What axe cannot judge is tested beside it: each control's keyboard focus is drawn; the log's scroll region
-takes the keyboard; the readouts are live regions; lane states are not told by colour alone.
+take a file each, and the two walks are its longest). What axe cannot judge is tested beside it: each control's
+keyboard focus is drawn; the log's scroll region takes the keyboard; the readouts are live regions; lane states are
+not told by colour alone.
 """
 from __future__ import annotations
 

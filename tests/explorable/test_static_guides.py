@@ -20,7 +20,6 @@ import test_layout_browser as layout_checks
 from explorable.page.url import query_values
 from explorable.state.store import ExplorableState
 from explorable.static_site import export
-from explorable.static_site.static_page import held_guides
 from explorable.views.guide import GUIDES
 from explorable.views.readouts import Readouts
 from tests.explorable import served_app
@@ -54,6 +53,13 @@ def page(static_site, browser):
 
 
 _served: dict[str, dict] = {}
+# The readout cards on the static page: the run's, and the traffic ones while shown.
+CARDS = ".run-readouts [data-readout], .traffic-readouts [data-readout]"
+
+
+def readouts_html(view: Readouts) -> str:
+    """The served page's readout cards: the run's, and the traffic ones where it shows them."""
+    return view.pane.object + (view.traffic.object if view.traffic.visible else "")
 
 
 def served(settings: dict, slo: dict | None = None) -> dict[str, tuple[str, str, str]] | None:
@@ -65,15 +71,14 @@ def served(settings: dict, slo: dict | None = None) -> dict[str, tuple[str, str,
         state = ExplorableState(**settings, **(slo or {}))
         if state.run_error:
             return None
-        view = Readouts(state=state)
-        text = view.pane.object + (view.traffic.object if view.traffic.visible else "")
+        text = readouts_html(Readouts(state=state))
         _served[key] = {k: (v, html.unescape(t), html.unescape(b)) for k, v, t, b in CARD.findall(text)}
     return _served[key]
 
 
 def shown(pg) -> dict[str, list[str]]:
     """The static page's readout cards, as a reader sees them (the traffic cards only while shown)."""
-    cards = pg.locator(".run-readouts [data-readout], .traffic-readouts [data-readout]").evaluate_all("""els => els
+    cards = pg.locator(CARDS).evaluate_all("""els => els
         .filter(el => el.checkVisibility())
         .map(el => [el.dataset.readout, el.querySelector('.readout-value').dataset.value,
                     el.querySelector('.readout-value').textContent, el.querySelector('.readout-beside').textContent])""")
@@ -90,12 +95,12 @@ def served_changes(before: dict, settings: dict) -> dict[str, list[str]]:
     view = Readouts(state=state)  # (open before the change: it keeps the goodput it showed, as on the served page)
     defaults = ExplorableState.__new__(ExplorableState).defaults()
     state.param.update(**{**defaults, **settings})
-    text = view.pane.object + (view.traffic.object if view.traffic.visible else "")
+    text = readouts_html(view)
     return {k: [v, html.unescape(t).replace("\xa0", "")] for k, v, t in DELTA.findall(text)}
 
 
 def shown_changes(pg) -> dict[str, list[str]]:
-    cards = pg.locator(".run-readouts [data-readout], .traffic-readouts [data-readout]").evaluate_all("""els => els
+    cards = pg.locator(CARDS).evaluate_all("""els => els
         .filter(el => el.checkVisibility())
         .map(el => { const d = el.querySelector('.readout-delta');
                      return [el.dataset.readout, d.className.replace('readout-delta', '').trim(),

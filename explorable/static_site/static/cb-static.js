@@ -111,6 +111,8 @@
     return bytes.buffer;
   }
 
+  // Once the browser has nothing else to do (where it cannot say, in a moment).
+  const whenIdle = (f, options) => (window.requestIdleCallback ? requestIdleCallback(f, options) : setTimeout(f, 200));
   const fresh = (value) => JSON.parse(JSON.stringify(value));  // one object per event: Bokeh may keep what it decodes
 
   // -- Python's number formats, exactly (explorable.views.readouts formats with them) ------------------------
@@ -301,8 +303,7 @@
     if (parts.length !== keys.length + 1 || !keys.every((k) => k in C.changes)) return text;
     const cells = keys.map((key) => {
       const scale = C.changes[key][4], before = shown.summary[key];
-      const [d, verdict] = delta(key, (data.summary[key] ?? 0) * scale,
-        before === undefined || before === null ? null : before * scale);
+      const [d, verdict] = delta(key, (data.summary[key] ?? 0) * scale, before == null ? null : before * scale);
       return esc(`<div class="readout-delta ${verdict}">${esc(d) || "&nbsp;"}</div>`);
     });
     return parts.map((p, i) => p + (cells[i] ?? "")).join("");
@@ -451,8 +452,7 @@
   let prefetching = 0;
   function prefetch() {
     const mine = ++prefetching;
-    const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
-    later(() => {
+    whenIdle(() => {
       if (mine !== prefetching) return;
       G.forEach((g, i) => {
         for (const j of [guideState[i].chosen + 1, guideState[i].chosen - 1]) {
@@ -641,8 +641,7 @@
       // A link to another state opens without deltas, as the served app does.
       const opened = go(v, key === keyOf(first));
       opened.then(resolve, resolve);
-      const later = window.requestIdleCallback || ((f) => setTimeout(f, 200));
-      opened.then(() => later(buildTrafficViews, {timeout: 2000}));
+      opened.then(() => whenIdle(buildTrafficViews, {timeout: 2000}));
     };
     start();
   });
